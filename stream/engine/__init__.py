@@ -1,0 +1,33 @@
+"""The pure cleaning engine: no I/O, no asyncio, no Kafka; every adapter runs this."""
+
+from stream.engine.context import Limits
+from stream.engine.engine import DROP_RULES, Engine
+from stream.engine.records import (
+    Action,
+    Alert,
+    DeadLetter,
+    FileSource,
+    KafkaSource,
+    Severity,
+    Source,
+    Verdict,
+)
+from stream.engine.state import DictMemory, Memory, Session, SessionState
+
+__all__ = [
+    "DROP_RULES",
+    "Action",
+    "Alert",
+    "DeadLetter",
+    "DictMemory",
+    "Engine",
+    "FileSource",
+    "KafkaSource",
+    "Limits",
+    "Memory",
+    "Session",
+    "SessionState",
+    "Severity",
+    "Source",
+    "Verdict",
+]

@@ -1,0 +1,80 @@
+"""The view of one entry in its session that every rule receives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stream.engine.entry import Entry
+from stream.engine.records import Action, Alert, Severity, Source, alert_id
+from stream.engine.state import START_SEEN, Session, SessionState
+
+
+DEFAULT_MAX_IDS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    # How many recent entries' ids, idempotency keys and tool calls a session remembers.
+    max_ids: int = DEFAULT_MAX_IDS
+    # Open tool calls remembered per turn for `orphaned_tool_call`.
+    max_pending_calls: int = 64
+    # Shortest unit that `repetition_cascade` counts as a repeated reply.
+    min_repetition_unit: int = 20
+
+
+@dataclass(slots=True)
+class Context:
+    session: Session
+    entry: Entry
+    source: Source
+    source_hash: int
+    limits: Limits
+    alerts: list[Alert] = field(default_factory=list)
+
+    @property
+    def state(self) -> SessionState:
+        return self.session.state
+
+    @property
+    def sure_of_history(self) -> bool:
+        """Seen from the session's start and nothing forgotten: only then is absence a fact."""
+        return self.state.start == START_SEEN and self.state.seq <= self.limits.max_ids
+
+    def recall(self, key: str) -> list | None:
+        value = self.session.memory.get(key)
+        if value is None or value[0] <= self.state.seq - self.limits.max_ids:
+            return None
+        return value
+
+    def remember(self, key: str, *values: object) -> None:
+        self.session.memory.put(key, [self.state.seq, *values])
+
+    def alert(
+        self,
+        kind: str,
+        severity: Severity,
+        message: str,
+        *,
+        evidence: dict | None = None,
+        related: str | None = None,
+        action: Action = Action.KEPT,
+        discriminator: str = "",
+        entry_id: str | None = None,
+    ) -> Alert:
+        entry_id = entry_id or self.entry.id
+        made = Alert(
+            id=alert_id(
+                self.session.id, kind, entry_id, discriminator or f"{self.entry.fingerprint:x}"
+            ),
+            kind=kind,
+            severity=severity,
+            session_id=self.session.id,
+            entry_id=entry_id,
+            related_entry_id=related,
+            action=action,
+            message=message,
+            evidence=evidence or {},
+            source=self.source,
+        )
+        self.alerts.append(made)
+        return made

@@ -1,0 +1,222 @@
+"""The cleaning engine: one raw entry of one session in, its verdict out. No I/O, no clock."""
+
+from __future__ import annotations
+
+import traceback
+
+import orjson
+
+from stream.engine.context import Context, Limits
+from stream.engine.entry import Entry, MalformedEntry, parse
+from stream.engine.records import (
+    Action,
+    Alert,
+    DeadLetter,
+    Severity,
+    Source,
+    Verdict,
+    alert_id,
+)
+from stream.engine.rules import echoes, identity, replies, structure
+from stream.engine.rules.drops import Drop, drop_alert
+from stream.engine.rules.identity import (
+    E_ANCESTOR,
+    E_CHILD,
+    E_FP,
+    E_RELATED,
+    E_RULE,
+    E_SRC,
+)
+from stream.engine.state import (
+    ASSISTANT,
+    OTHER,
+    ROLE_CODES,
+    START_HEADER,
+    START_PARTIAL,
+    START_SEEN,
+    START_UNKNOWN,
+    Session,
+)
+from stream.engine.text import digest64
+
+DROP_RULES = {
+    rule.name: rule
+    for rule in (
+        identity.REDELIVERY,
+        identity.IDEMPOTENT_REPLAY,
+        echoes.DELIVERY_MIRROR_DUPLICATE,
+        echoes.CLI_MIRROR_DUPLICATE,
+        echoes.CLEANED_CHILD_DUPLICATE,
+        echoes.MISTAGGED_ECHO,
+    )
+}
+
+
+class Engine:
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+
+    def process(self, session: Session, raw: bytes, source: Source) -> Verdict:
+        """Decide one record. Reprocessing a record already processed from the same source
+        (a restart after a crash) reproduces its verdict instead of calling it a duplicate."""
+        replay = session.state.is_replay(source.origin, source.position)
+        if not replay:
+            session.state.advance(source.origin, source.position)
+        try:
+            entry = parse(raw)
+        except MalformedEntry as error:
+            return _dead_letter(session.id, raw, source, str(error))
+        ctx = Context(session, entry, source, _source_hash(source), self.limits)
+        try:
+            verdict = self._replay(ctx) if replay else self._decide(ctx)
+        except Exception as error:  # noqa: BLE001 - one bad record must not stop a partition
+            return _dead_letter(session.id, raw, source, _engine_error(error))
+        verdict.alerts = ctx.alerts
+        return verdict
+
+    def _decide(self, ctx: Context) -> Verdict:
+        entry, state = ctx.entry, ctx.state
+        if entry.type == "session":
+            if state.start == START_UNKNOWN:
+                state.start = START_HEADER
+            return Verdict(Action.KEPT, entry.raw)
+        if state.start in (START_UNKNOWN, START_HEADER):
+            from_start = state.start == START_HEADER and entry.parent_id is None
+            state.start = START_SEEN if from_start else START_PARTIAL
+        state.seq += 1
+        record = identity.entry_record(ctx)
+        drop = identity.redelivery(ctx, record)
+        if drop is None and record is None:
+            drop = identity.idempotent_replay(ctx) or echoes.find_echo(ctx)
+            if entry.role == "assistant" and not _is_identity_drop(drop):
+                replies.duplicate_storm(ctx, drop is not None)
+        if drop is not None:
+            if drop.rule is not identity.REDELIVERY:
+                ctx.remember(
+                    "e:" + entry.id,
+                    entry.fingerprint,
+                    ctx.source_hash,
+                    drop.rule.name,
+                    drop.related,
+                    self._kept_ancestor(ctx, entry.parent_id),
+                    None,
+                )
+            drop_alert(ctx, drop)
+            return Verdict(Action.DROPPED, drop_rule=drop.rule.name)
+        return self._keep(ctx, first_occurrence=record is None)
+
+    def _keep(self, ctx: Context, first_occurrence: bool) -> Verdict:
+        entry = ctx.entry
+        parent_id = self._kept_ancestor(ctx, entry.parent_id)
+        output = entry.raw if parent_id == entry.parent_id else _reparented(entry, parent_id)
+        if not first_occurrence:
+            return Verdict(Action.KEPT, output)
+        parent = ctx.recall("e:" + parent_id) if parent_id else None
+        if entry.parent_id is not None:
+            structure.dangling_parent(ctx, ctx.recall("e:" + entry.parent_id))
+        structure.branch_fork(ctx, parent_id, parent)
+        structure.tool_calls(ctx)
+        replies.consecutive_assistant(ctx)
+        replies.thinking_rejection_loop(ctx)
+        replies.error_loop(ctx)
+        replies.repetition_cascade(ctx)
+        if parent is not None and parent[E_CHILD] is None:
+            parent[E_CHILD] = entry.id
+            ctx.session.memory.put("e:" + parent_id, parent)
+        ctx.remember("e:" + entry.id, entry.fingerprint, ctx.source_hash, None, None, None, None)
+        _advance_turn(ctx)
+        return Verdict(Action.KEPT, output)
+
+    def _kept_ancestor(self, ctx: Context, parent_id: str | None) -> str | None:
+        """The nearest kept entry up the parent chain: dropped entries remember theirs."""
+        if parent_id is None:
+            return None
+        parent = ctx.recall("e:" + parent_id)
+        if parent is None or parent[E_RULE] is None:
+            return parent_id
+        return parent[E_ANCESTOR]
+
+    def _replay(self, ctx: Context) -> Verdict:
+        """Rebuild the verdict of a record processed before, from what it left in memory."""
+        entry = ctx.entry
+        if entry.id is None:
+            return Verdict(Action.KEPT, entry.raw)
+        record = ctx.recall("e:" + entry.id)
+        if record is None:
+            # Forgotten (outside the window) or never written: keep it, as a new entry would be.
+            return Verdict(Action.KEPT, entry.raw)
+        if record[E_SRC] != ctx.source_hash:
+            if record[E_FP] == entry.fingerprint:
+                drop_alert(ctx, Drop(identity.REDELIVERY, entry.id))
+                return Verdict(Action.DROPPED, drop_rule=identity.REDELIVERY.name)
+            identity.redelivery(ctx, record)
+            return self._keep(ctx, first_occurrence=False)
+        if record[E_RULE] is not None:
+            drop_alert(ctx, Drop(DROP_RULES[record[E_RULE]], record[E_RELATED]))
+            return Verdict(Action.DROPPED, drop_rule=record[E_RULE])
+        replies.repetition_cascade(ctx)
+        return self._keep(ctx, first_occurrence=False)
+
+
+def _is_identity_drop(drop: Drop | None) -> bool:
+    return drop is not None and drop.rule is identity.IDEMPOTENT_REPLAY
+
+
+def _advance_turn(ctx: Context) -> None:
+    """Record a kept message as the newest of its turn; a user message opens a new turn."""
+    entry, state = ctx.entry, ctx.state
+    if entry.message is None:
+        return
+    role = ROLE_CODES.get(entry.role, OTHER)
+    if role == ROLE_CODES["user"]:
+        state.start_turn()
+    state.last_role = role
+    state.last_text_hash = entry.text_hash
+    state.last_id = entry.id
+    if role != ASSISTANT:
+        return
+    if entry.text_hash:
+        state.latest_text_hash = entry.text_hash
+        state.latest_text_id = entry.id
+    state.prev_id = entry.id
+    state.prev_text_hash = entry.text_hash
+    state.prev_model_hash = echoes.model_hash(entry)
+    state.prev_thinking = entry.has_thinking
+    state.prev_usage_hash = entry.usage_hash
+
+
+def _reparented(entry: Entry, parent_id: str | None) -> bytes:
+    value = dict(entry.value)
+    value["parentId"] = parent_id
+    return orjson.dumps(value)
+
+
+def _engine_error(error: Exception) -> str:
+    # The exception's own text may quote the entry; its type and place are enough to debug.
+    frame = traceback.extract_tb(error.__traceback__)[-1]
+    return f"engine error: {type(error).__name__} in {frame.name} ({frame.lineno})"
+
+
+def _source_hash(source: Source) -> int:
+    return digest64(f"{source.origin}\x00{source.position}".encode())
+
+
+def _dead_letter(session_id: str, raw: bytes, source: Source, reason: str) -> Verdict:
+    letter = DeadLetter(session_id, source, reason, raw)
+    alert = _malformed_alert(session_id, raw, source, reason)
+    return Verdict(Action.DEAD_LETTERED, alerts=[alert], dead_letter=letter)
+
+
+def _malformed_alert(session_id: str, raw: bytes, source: Source, reason: str) -> Alert:
+    return Alert(
+        id=alert_id(session_id, "malformed_entry", None, f"{digest64(raw):x}"),
+        kind="malformed_entry",
+        severity=Severity.WARNING,
+        session_id=session_id,
+        entry_id=None,
+        related_entry_id=None,
+        action=Action.DEAD_LETTERED,
+        message=f"dead-lettered a record of {len(raw)} bytes: {reason}",
+        evidence={"reason": reason, "bytes": len(raw)},
+        source=source,
+    )

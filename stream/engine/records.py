@@ -1,0 +1,134 @@
+"""What the engine emits: sources, alerts, dead letters and the verdict that carries them."""
+
+from __future__ import annotations
+
+import base64
+import enum
+from dataclasses import dataclass, field
+
+import orjson
+
+from stream.engine.text import digest64
+
+
+class Action(enum.StrEnum):
+    KEPT = "kept"
+    DROPPED = "dropped"
+    DEAD_LETTERED = "dead_lettered"
+
+
+class Severity(enum.StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+@dataclass(frozen=True, slots=True)
+class FileSource:
+    path: str
+    line: int
+
+    @property
+    def origin(self) -> str:
+        return f"file:{self.path}"
+
+    @property
+    def position(self) -> int:
+        return self.line
+
+    def as_json(self) -> dict:
+        return {"file": self.path, "line": self.line}
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSource:
+    topic: str
+    partition: int
+    offset: int
+
+    @property
+    def origin(self) -> str:
+        return f"kafka:{self.topic}/{self.partition}"
+
+    @property
+    def position(self) -> int:
+        return self.offset
+
+    def as_json(self) -> dict:
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
+
+
+Source = FileSource | KafkaSource
+
+
+def alert_id(session_id: str, kind: str, entry_id: str | None, discriminator: str) -> str:
+    """Stable across runs, replays and adapters: the source is deliberately not part of it."""
+    key = "\x00".join((session_id, kind, entry_id or "", discriminator))
+    return f"{digest64(key.encode('utf-8', 'surrogatepass')):016x}"
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    id: str
+    kind: str
+    severity: Severity
+    session_id: str
+    entry_id: str | None
+    related_entry_id: str | None
+    action: Action
+    message: str
+    evidence: dict
+    source: Source
+
+    def as_json(self) -> dict:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "severity": self.severity.value,
+            "session_id": self.session_id,
+            "entry_id": self.entry_id,
+            "related_entry_id": self.related_entry_id,
+            "action": self.action.value,
+            "message": self.message,
+            "evidence": self.evidence,
+            "source": self.source.as_json(),
+        }
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(self.as_json())
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    session_id: str
+    source: Source
+    reason: str
+    raw: bytes
+
+    def as_json(self) -> dict:
+        # A line that is not UTF-8 cannot be a JSON string as it is: base64 keeps it exact.
+        try:
+            raw, encoding = self.raw.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            raw, encoding = base64.b64encode(self.raw).decode("ascii"), "base64"
+        return {
+            "session_id": self.session_id,
+            "source": self.source.as_json(),
+            "reason": self.reason,
+            "raw": raw,
+            "raw_encoding": encoding,
+        }
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(self.as_json())
+
+
+@dataclass(slots=True)
+class Verdict:
+    """The fate of one input record: `output` is what goes to the clean stream when kept."""
+
+    action: Action
+    output: bytes | None = None
+    alerts: list[Alert] = field(default_factory=list)
+    dead_letter: DeadLetter | None = None
+    drop_rule: str | None = None

@@ -1,0 +1,94 @@
+"""Rules 1-2: an entry seen before under its id, or a message under its idempotency key."""
+
+from __future__ import annotations
+
+from stream.engine.context import Context
+from stream.engine.entry import Entry, positional_scope
+from stream.engine.records import Severity
+from stream.engine.rules.drops import Drop, DropRule
+
+REDELIVERY = DropRule(
+    "redelivery",
+    Severity.INFO,
+    "same id and same bytes as entry",
+    lambda entry: {"fingerprint": f"{entry.fingerprint:016x}"},
+)
+IDEMPOTENT_REPLAY = DropRule(
+    "idempotent_replay",
+    Severity.INFO,
+    "same idempotency identity and content as entry",
+    lambda entry: {
+        "idempotency_key": entry.idempotency_key,
+        "positional": positional_scope(entry.idempotency_key or "") is not None,
+    },
+)
+
+# Memory values: "e:<id>" -> [seq, fingerprint, source hash, drop rule, related id, kept
+# ancestor, first kept child]; "k:<key>" -> [seq, content fingerprint, entry id];
+# "i:<scope>\0<role>\0<fingerprint>" -> [seq, entry id].
+E_FP, E_SRC, E_RULE, E_RELATED, E_ANCESTOR, E_CHILD = range(1, 7)
+
+
+def entry_record(ctx: Context) -> list | None:
+    """The remembered first occurrence of this entry's id, unless it is this very record."""
+    record = ctx.recall("e:" + ctx.entry.id)
+    if record is None or record[E_SRC] == ctx.source_hash:
+        return None
+    return record
+
+
+def redelivery(ctx: Context, record: list | None) -> Drop | None:
+    if record is None:
+        return None
+    if record[E_FP] == ctx.entry.fingerprint:
+        return Drop(REDELIVERY, ctx.entry.id)
+    ctx.alert(
+        "entry_id_conflict",
+        Severity.WARNING,
+        f"kept {ctx.entry.id}: its id was seen before with other content",
+        evidence=conflict_evidence(ctx.entry, record),
+        related=ctx.entry.id,
+    )
+    return None
+
+
+def conflict_evidence(entry: Entry, record: list) -> dict:
+    return {"fingerprint": f"{entry.fingerprint:016x}", "first_fingerprint": f"{record[E_FP]:016x}"}
+
+
+def idempotent_replay(ctx: Context) -> Drop | None:
+    entry = ctx.entry
+    key = entry.idempotency_key
+    if key is None:
+        return None
+    fingerprint = entry.content_fingerprint
+    positional = positional_scope(key)
+    if positional is not None:
+        if not ctx.state.positional_alerted:
+            ctx.state.positional_alerted = True
+            ctx.alert(
+                "positional_idempotency_key",
+                Severity.INFO,
+                "session uses positional idempotency keys (scope:role:index), which shift "
+                "when a snapshot changes; deduplicating them by scope, role and content",
+                evidence={"idempotency_key": key},
+            )
+        scope, role = positional
+        identity = f"i:{scope}\x00{role}\x00{fingerprint:x}"
+        seen = ctx.recall(identity)
+        if seen is not None and seen[1] != entry.id:
+            return Drop(IDEMPOTENT_REPLAY, seen[1])
+        ctx.remember(identity, entry.id)
+    previous = ctx.recall("k:" + key)
+    if previous is not None and previous[2] != entry.id:
+        if previous[1] == fingerprint:
+            return Drop(IDEMPOTENT_REPLAY, previous[2])
+        ctx.alert(
+            "idempotency_key_collision",
+            Severity.WARNING,
+            f"kept {entry.id}: idempotency key reused by entry {previous[2]} with other content",
+            evidence={"idempotency_key": key, "positional": positional is not None},
+            related=previous[2],
+        )
+    ctx.remember("k:" + key, fingerprint, entry.id)
+    return None

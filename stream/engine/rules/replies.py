@@ -1,0 +1,149 @@
+"""Rules 7-11: what the replies of a session say about the model and the harness (entry kept)."""
+
+from __future__ import annotations
+
+import re
+
+from stream.engine.context import Context
+from stream.engine.entry import Entry
+from stream.engine.records import Severity
+from stream.engine.state import FAIL_ASSISTANT, FAIL_MERGED, FAIL_NONE, FAIL_PROMPT
+from stream.engine.text import repetition, text_hash
+
+STORM_WINDOW = 10
+STORM_THRESHOLD = 3
+STORM_REARM = 10
+ERROR_LOOP_LENGTH = 3
+THINKING_LOOP_LENGTH = 2
+_STORM_MASK = (1 << STORM_WINDOW) - 1
+
+_THINKING_REJECTION = re.compile(
+    r"thinking\W.{0,60}blocks?\b.{0,120}cannot be modified"
+    r"|invalid\W{0,3}signature\W.{0,40}thinking"
+    r"|thinking\W.{0,40}invalid\W{0,3}signature",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def repetition_cascade(ctx: Context) -> None:
+    entry = ctx.entry
+    if entry.role != "assistant" or entry.is_mirror:
+        return
+    found = repetition(entry.visible_text, ctx.limits.min_repetition_unit)
+    if found is None:
+        return
+    copies, unit_length = found
+    ctx.alert(
+        "repetition_cascade",
+        Severity.WARNING,
+        f"reply {entry.id} is {copies} verbatim copies of one {unit_length}-character unit",
+        evidence={"copies": copies, "unit_length": unit_length},
+    )
+
+
+def duplicate_storm(ctx: Context, echo_dropped: bool) -> None:
+    """Counts every assistant reply that reached the echo rules, dropped or kept."""
+    state = ctx.state
+    state.storm_window = ((state.storm_window << 1) | echo_dropped) & _STORM_MASK
+    if not state.storm_armed:
+        state.storm_clean = 0 if echo_dropped else state.storm_clean + 1
+        if state.storm_clean >= STORM_REARM:
+            state.storm_armed = True
+        return
+    dropped = state.storm_window.bit_count()
+    if dropped >= STORM_THRESHOLD:
+        state.storm_armed = False
+        state.storm_clean = 0
+        ctx.alert(
+            "duplicate_storm",
+            Severity.WARNING,
+            f"{dropped} of the last {STORM_WINDOW} assistant replies were duplicates",
+            evidence={"dropped": dropped, "window": STORM_WINDOW},
+        )
+
+
+def consecutive_assistant(ctx: Context) -> None:
+    state, entry = ctx.state, ctx.entry
+    if entry.role in ("user", "toolResult"):
+        state.reply_id = None
+        return
+    if entry.role != "assistant" or entry.is_mirror:
+        return
+    if state.reply_id is not None and not state.reply_error:
+        ctx.alert(
+            "consecutive_assistant",
+            Severity.WARNING if state.reply_thinking else Severity.INFO,
+            f"model replies {state.reply_id} and {entry.id} follow each other in one turn",
+            evidence={"earlier_has_thinking": state.reply_thinking},
+            related=state.reply_id,
+        )
+    state.reply_id = entry.id
+    state.reply_thinking = entry.has_thinking
+    state.reply_error = entry.is_error
+
+
+def is_thinking_rejection(message: object) -> bool:
+    return isinstance(message, str) and _THINKING_REJECTION.search(message) is not None
+
+
+def _prompt_error_text(entry: Entry) -> object:
+    data = entry.value.get("data")
+    return data.get("error") if isinstance(data, dict) else None
+
+
+def thinking_rejection_loop(ctx: Context) -> None:
+    state, entry = ctx.state, ctx.entry
+    if entry.custom_type == "openclaw:prompt-error":
+        if is_thinking_rejection(_prompt_error_text(entry)):
+            _count_rejection(ctx, FAIL_PROMPT, merge_after=FAIL_ASSISTANT)
+        return
+    if entry.message is None:
+        return
+    if entry.role == "assistant" and not entry.is_mirror:
+        if entry.is_error and is_thinking_rejection(entry.error_message):
+            _count_rejection(ctx, FAIL_ASSISTANT, merge_after=FAIL_PROMPT)
+            return
+        state.think_count = 0
+        state.think_alerted = False
+    state.think_last = FAIL_NONE
+
+
+def _count_rejection(ctx: Context, event: int, merge_after: int) -> None:
+    state = ctx.state
+    if state.think_last == merge_after:
+        # The same failure written twice, once as prompt-error and once as reply.
+        state.think_last = FAIL_MERGED
+        return
+    state.think_last = event
+    state.think_count += 1
+    if state.think_count >= THINKING_LOOP_LENGTH and not state.think_alerted:
+        state.think_alerted = True
+        ctx.alert(
+            "thinking_rejection_loop",
+            Severity.CRITICAL,
+            f"{state.think_count} replies in a row rejected for modified thinking blocks",
+            evidence={"count": state.think_count},
+        )
+
+
+def error_loop(ctx: Context) -> None:
+    state, entry = ctx.state, ctx.entry
+    if entry.role != "assistant" or entry.is_mirror:
+        return
+    if not (entry.is_error and entry.error_message):
+        state.error_count = 0
+        state.error_alerted = False
+        return
+    message_hash = text_hash(entry.error_message)
+    if message_hash == state.error_hash and state.error_count:
+        state.error_count += 1
+    else:
+        state.error_hash, state.error_count, state.error_alerted = message_hash, 1, False
+    if state.error_count >= ERROR_LOOP_LENGTH and not state.error_alerted:
+        state.error_alerted = True
+        ctx.alert(
+            "error_loop",
+            Severity.WARNING,
+            f"{state.error_count} replies in a row failed with the same error",
+            evidence={"count": state.error_count, "error_hash": f"{message_hash:016x}"},
+        )

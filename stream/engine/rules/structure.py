@@ -1,0 +1,77 @@
+"""Rules 12-14: the shape of the transcript tree and of tool calls (entry kept)."""
+
+from __future__ import annotations
+
+from stream.engine.context import Context
+from stream.engine.records import Severity
+from stream.engine.rules.identity import E_CHILD
+
+
+def dangling_parent(ctx: Context, parent: list | None) -> None:
+    entry = ctx.entry
+    if entry.parent_id is None or parent is not None or not ctx.sure_of_history:
+        return
+    ctx.alert(
+        "dangling_parent",
+        Severity.WARNING,
+        f"entry {entry.id} names parent {entry.parent_id}, which is not in the session",
+        evidence={"parent_id": entry.parent_id},
+        related=entry.parent_id,
+    )
+
+
+def branch_fork(ctx: Context, parent_id: str | None, parent: list | None) -> None:
+    """`parent` is the record of the entry's parent after re-parenting."""
+    entry = ctx.entry
+    if parent is None or parent[E_CHILD] in (None, entry.id):
+        return
+    if entry.append_mode == "side" or entry.is_mirror or _answers_parent_call(ctx, parent_id):
+        return
+    ctx.alert(
+        "branch_fork",
+        Severity.INFO,
+        f"entry {entry.id} starts a second branch under {parent_id} "
+        f"(first child {parent[E_CHILD]})",
+        evidence={"parent_id": parent_id, "first_child_id": parent[E_CHILD]},
+        related=parent_id,
+    )
+
+
+def _answers_parent_call(ctx: Context, parent_id: str | None) -> bool:
+    call_id = ctx.entry.tool_call_id
+    if call_id is None:
+        return False
+    call = ctx.recall("t:" + call_id)
+    return call is not None and call[1] == parent_id
+
+
+def tool_calls(ctx: Context) -> None:
+    """Tracks calls and results; a user message closes the turn and reports its open calls."""
+    state, entry = ctx.state, ctx.entry
+    call_id = entry.tool_call_id
+    if call_id is not None:
+        state.pending_calls = [call for call in state.pending_calls if call[0] != call_id]
+        if ctx.recall("t:" + call_id) is None and ctx.sure_of_history:
+            ctx.alert(
+                "unknown_tool_result",
+                Severity.WARNING,
+                f"tool result {entry.id} answers call {call_id}, never made in this session",
+                evidence={"tool_call_id": call_id},
+            )
+        return
+    if entry.role == "user":
+        for open_call, caller in state.pending_calls:
+            ctx.alert(
+                "orphaned_tool_call",
+                Severity.WARNING,
+                f"tool call {open_call} of entry {caller} got no result before the turn ended",
+                evidence={"tool_call_id": open_call, "turn_ended_by": entry.id},
+                entry_id=caller,
+                discriminator=open_call,
+            )
+        return
+    if entry.role == "assistant":
+        for new_call in entry.tool_call_ids:
+            ctx.remember("t:" + new_call, entry.id)
+            if len(state.pending_calls) < ctx.limits.max_pending_calls:
+                state.pending_calls.append([new_call, entry.id])

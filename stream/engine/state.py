@@ -1,0 +1,136 @@
+"""Per-session state: a small fixed-size record of the current turn plus a bounded memory.
+
+`SessionState` holds only what the next entry is compared with (hashes and ids, never
+texts), so it stays a few hundred bytes however long the session grows. Everything that
+grows with the session (seen entry ids, idempotency keys, tool call ids) lives in a
+`Memory`, a key-value view the adapter backs with a dict or a Faust table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Protocol
+
+import orjson
+
+from stream.engine.text import digest64
+
+# Message roles as small ints keep the serialized state short.
+NONE, USER, ASSISTANT, TOOL_RESULT, OTHER = range(5)
+ROLE_CODES = {"user": USER, "assistant": ASSISTANT, "toolResult": TOOL_RESULT}
+
+# How the session started, for rules that must never guess about entries before it.
+START_UNKNOWN, START_HEADER, START_SEEN, START_PARTIAL = range(4)
+
+# The last failure event of the thinking-rejection loop; one failure is often written twice
+# (an `openclaw:prompt-error` custom entry and an assistant error) and must count once.
+FAIL_NONE, FAIL_ASSISTANT, FAIL_PROMPT, FAIL_MERGED = range(4)
+
+
+@dataclass(slots=True)
+class SessionState:
+    seq: int = 0
+    origin: int = 0
+    position: int = -1
+    start: int = START_UNKNOWN
+    positional_alerted: bool = False
+    # the current turn
+    latest_text_hash: int = 0
+    latest_text_id: str | None = None
+    last_role: int = NONE
+    last_text_hash: int = 0
+    last_id: str | None = None
+    prev_id: str | None = None
+    prev_text_hash: int = 0
+    prev_model_hash: int = 0
+    prev_thinking: bool = False
+    prev_usage_hash: int = 0
+    reply_id: str | None = None
+    reply_thinking: bool = False
+    reply_error: bool = False
+    pending_calls: list[list[str]] = field(default_factory=list)
+    # loops and storms across turns
+    storm_window: int = 0
+    storm_armed: bool = True
+    storm_clean: int = 0
+    think_count: int = 0
+    think_last: int = FAIL_NONE
+    think_alerted: bool = False
+    error_hash: int = 0
+    error_count: int = 0
+    error_alerted: bool = False
+
+    def is_replay(self, origin: str, position: int) -> bool:
+        """A record at or before the last one processed from the same origin was seen already."""
+        return self.origin == digest64(origin.encode()) and position <= self.position
+
+    def advance(self, origin: str, position: int) -> None:
+        self.origin = digest64(origin.encode())
+        self.position = position
+
+    def start_turn(self) -> None:
+        self.latest_text_hash = 0
+        self.latest_text_id = None
+        self.prev_id = None
+        self.prev_text_hash = 0
+        self.prev_model_hash = 0
+        self.prev_thinking = False
+        self.prev_usage_hash = 0
+        self.reply_id = None
+        self.pending_calls = []
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps([getattr(self, name) for name in _FIELD_NAMES])
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SessionState:
+        return cls(*orjson.loads(data))
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(SessionState))
+
+
+class Memory(Protocol):
+    """What a session remembers beyond its current turn, keyed by short namespaced strings.
+
+    Values are small JSON-serializable lists whose first item is the `seq` at which they
+    were written; the engine ignores values older than its window, so an implementation may
+    drop them whenever it likes and still give the same results.
+    """
+
+    def get(self, key: str) -> list | None: ...
+
+    def put(self, key: str, value: list) -> None: ...
+
+
+class DictMemory:
+    """The in-process memory: a dict pruned of out-of-window values as it grows."""
+
+    def __init__(self, window: int) -> None:
+        self._window = window
+        self._values: dict[str, list] = {}
+        self._prune_at = 4 * window + 64
+        self._latest_seq = 0
+
+    def get(self, key: str) -> list | None:
+        return self._values.get(key)
+
+    def put(self, key: str, value: list) -> None:
+        self._values[key] = value
+        self._latest_seq = max(self._latest_seq, value[0])
+        if len(self._values) > self._prune_at:
+            oldest = self._latest_seq - self._window
+            self._values = {k: v for k, v in self._values.items() if v[0] > oldest}
+            self._prune_at = max(4 * self._window + 64, 2 * len(self._values))
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+@dataclass(slots=True)
+class Session:
+    """Everything the engine needs about one session while it processes an entry."""
+
+    id: str
+    state: SessionState
+    memory: Memory

@@ -1,0 +1,105 @@
+"""`session-stream clean`: the engine over session files, one session per file."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from stream.accounting import Tally
+from stream.engine import DictMemory, Engine, FileSource, Limits, Session, SessionState, Verdict
+from stream.sessions import find_session_files, open_lines, session_id_of
+
+
+class UsageError(ValueError):
+    """The command line asks for something impossible (exit 2)."""
+
+
+def clean_session(
+    engine: Engine, session_id: str, path: str, lines: Iterable[tuple[int, bytes]]
+) -> Iterator[Verdict]:
+    session = Session(session_id, SessionState(), DictMemory(engine.limits.max_ids))
+    for number, raw in lines:
+        yield engine.process(session, raw, FileSource(path, number))
+
+
+@dataclass
+class CleanJob:
+    inputs: list[tuple[Path, Path]]  # (session file, the PATH argument it was found under)
+    out: str | None
+    out_dir: Path | None
+    alerts: Path | None
+    dead_letters: Path | None
+
+
+def plan(paths: list[str], out: str | None, out_dir: str | None, alerts: str | None,
+         dead_letters: str | None) -> CleanJob:
+    inputs: list[tuple[Path, Path]] = []
+    for given in map(Path, paths):
+        inputs += [(found, given) for found in find_session_files(given)]
+    if len(inputs) > 1 and out_dir is None:
+        raise UsageError(f"{len(inputs)} session files: name an --out-dir for their cleaned copies")
+    if out_dir is not None and out is not None:
+        raise UsageError("--out and --out-dir exclude each other")
+    return CleanJob(
+        inputs,
+        out,
+        Path(out_dir) if out_dir else None,
+        Path(alerts) if alerts else None,
+        Path(dead_letters) if dead_letters else None,
+    )
+
+
+def _output_path(job: CleanJob, found: Path, given: Path) -> Path:
+    assert job.out_dir is not None
+    relative = found.relative_to(given) if given.is_dir() else Path(found.name)
+    if relative.name.endswith(".gz"):
+        relative = relative.with_name(relative.name.removesuffix(".gz"))
+    return job.out_dir / relative
+
+
+def run(job: CleanJob, engine: Engine, stdout: BinaryIO, stderr) -> int:
+    """Cleans every input; returns 1 if some input could not be read, else 0."""
+    tally = Tally()
+    unreadable = 0
+    with ExitStack() as stack:
+        alerts = stack.enter_context(job.alerts.open("wb")) if job.alerts else None
+        letters = stack.enter_context(job.dead_letters.open("wb")) if job.dead_letters else None
+        for found, given in job.inputs:
+            try:
+                lines = list(open_lines(found))
+            except OSError as error:
+                unreadable += 1
+                print(f"session-stream: cannot read {found}: {error.strerror}", file=stderr)
+                continue
+            session_id = session_id_of(found, lines[0][1] if lines else None)
+            with ExitStack() as per_file:
+                if job.out_dir is not None:
+                    target = _output_path(job, found, given)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    out = per_file.enter_context(target.open("wb"))
+                elif job.out not in (None, "-"):
+                    out = per_file.enter_context(Path(job.out).open("wb"))
+                else:
+                    out = stdout
+                for verdict in clean_session(engine, session_id, str(found), lines):
+                    tally.add(verdict)
+                    if verdict.output is not None:
+                        out.write(verdict.output + b"\n")
+                    if alerts is not None:
+                        alerts.writelines(a.to_bytes() + b"\n" for a in verdict.alerts)
+                    if letters is not None and verdict.dead_letter is not None:
+                        letters.write(verdict.dead_letter.to_bytes() + b"\n")
+                out.flush()
+    print(tally.summary(), file=stderr)
+    return 1 if unreadable else 0
+
+
+def main(args, stdout: BinaryIO | None = None, stderr=None) -> int:
+    stdout = stdout or sys.stdout.buffer
+    stderr = stderr or sys.stderr
+    job = plan(args.paths, args.out, args.out_dir, args.alerts, args.dead_letters)
+    return run(job, Engine(Limits(max_ids=args.max_ids)), stdout, stderr)
