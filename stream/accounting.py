@@ -16,6 +16,7 @@ class Tally:
     dead_lettered: int = 0
     dropped_by_rule: Counter[str] = field(default_factory=Counter)
     alerts_by_kind: Counter[str] = field(default_factory=Counter)
+    alerts_by_kind_severity: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def add(self, verdict: Verdict) -> None:
         self.entries_in += 1
@@ -28,6 +29,7 @@ class Tally:
             self.dead_lettered += 1
         for alert in verdict.alerts:
             self.alerts_by_kind[alert.kind] += 1
+            self.alerts_by_kind_severity[alert.kind, alert.severity.value] += 1
 
     def balanced(self) -> bool:
         return self.entries_in == self.kept + self.dropped + self.dead_lettered

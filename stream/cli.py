@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stream import offline
+from stream import dev, offline, produce, tail
 from stream.engine.context import DEFAULT_MAX_IDS
+from stream.settings import Settings, add_options
 
 
 def _add_clean(commands: argparse._SubParsersAction) -> None:
@@ -33,6 +34,28 @@ def _add_clean(commands: argparse._SubParsersAction) -> None:
     clean.set_defaults(handler=offline.main)
 
 
+def _add_worker(commands: argparse._SubParsersAction) -> None:
+    worker = commands.add_parser(
+        "worker",
+        help="run the streaming worker",
+        description="Consume session events, emit cleaned entries, alerts and dead letters.",
+    )
+    add_options(worker)
+    worker.set_defaults(handler=_run_worker)
+
+
+def _run_worker(args: argparse.Namespace) -> int:
+    from stream.worker.run import run_worker  # Faust is slow to import; only the worker needs it
+
+    return run_worker(Settings.load(args))
+
+
+def _add_module(commands: argparse._SubParsersAction, name: str, module, help: str) -> None:
+    parser = commands.add_parser(name, help=help, description=module.__doc__)
+    module.add_arguments(parser)
+    parser.set_defaults(handler=module.main)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="session-stream",
@@ -41,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     _add_clean(commands)
+    _add_worker(commands)
+    _add_module(commands, "produce", produce, "publish session files to the input topic")
+    _add_module(commands, "tail", tail, "print the records of a topic readably")
+    _add_module(commands, "dev", dev, "run broker, worker and example sessions locally")
     return parser
 
 

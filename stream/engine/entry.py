@@ -30,10 +30,14 @@ def _loads(raw: bytes) -> object:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as fast_error:
-        # orjson refuses integers beyond 64 bits that are valid JSON; the stdlib parser is
-        # the slow path that keeps such lines instead of dead-lettering them.
+        # orjson refuses some valid JSON (lone surrogate escapes, for one); the stdlib parser
+        # is the slow path that keeps such lines instead of dead-lettering them.
         try:
-            return json.loads(raw, parse_constant=_reject_constant)
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedEntry("not UTF-8 text") from None
+        try:
+            return json.loads(text, parse_constant=_reject_constant)
         except (ValueError, RecursionError):
             raise MalformedEntry(f"not JSON: {fast_error}") from None
 
@@ -172,7 +176,7 @@ class Entry:
     @cached_property
     def usage_hash(self) -> int:
         usage = self.field("usage")
-        return digest64(orjson.dumps(usage, option=orjson.OPT_SORT_KEYS)) if usage else 0
+        return digest64(_canonical(usage)) if usage else 0
 
     @cached_property
     def idempotency_key(self) -> str | None:
@@ -185,8 +189,7 @@ class Entry:
     @cached_property
     def content_fingerprint(self) -> int:
         content = self.field("content")
-        payload = orjson.dumps([self.role, content], option=orjson.OPT_SORT_KEYS)
-        return digest64(payload)
+        return digest64(_canonical([self.role, content]))
 
     @cached_property
     def tool_call_id(self) -> str | None:
@@ -210,6 +213,15 @@ def positional_scope(key: str) -> tuple[str, str] | None:
     """(scope, role) of a `scope:role:N` key, whose index shifts when a snapshot changes."""
     match = _POSITIONAL_KEY.match(key)
     return (match["scope"], match["role"]) if match else None
+
+
+def _canonical(value: object) -> bytes:
+    """Bytes to hash a JSON value by; the stdlib takes what orjson cannot write (huge integers
+    kept by the slow parse path, lone surrogates), so such entries are kept, not dead-lettered."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, sort_keys=True, separators=(",", ":")).encode("ascii")
 
 
 def _all_zero(value: object) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import json
 from dataclasses import dataclass, field
 
 import orjson
@@ -61,6 +62,14 @@ class KafkaSource:
 Source = FileSource | KafkaSource
 
 
+def dumps(value: dict) -> bytes:
+    """orjson, except for text with lone surrogates (valid JSON escapes, not UTF-8): escaped."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, separators=(",", ":")).encode("ascii")
+
+
 def alert_id(session_id: str, kind: str, entry_id: str | None, discriminator: str) -> str:
     """Stable across runs, replays and adapters: the source is deliberately not part of it."""
     key = "\x00".join((session_id, kind, entry_id or "", discriminator))
@@ -95,7 +104,7 @@ class Alert:
         }
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps(self.as_json())
+        return dumps(self.as_json())
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +129,7 @@ class DeadLetter:
         }
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps(self.as_json())
+        return dumps(self.as_json())
 
 
 @dataclass(slots=True)

@@ -1,0 +1,272 @@
+"""Shared machinery for the local test brokers: process lifecycle, readiness, topics."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Self, TypeVar
+
+from aiokafka import AIOKafkaClient
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+
+BrokerKind = Literal["tansu", "kafka"]
+HOST = "127.0.0.1"
+# Tansu reports DescribeConfigs as empty for a topic created without configs, which
+# breaks clients that look up retention.ms; an explicit config avoids that.
+DEFAULT_TOPIC_CONFIG: Mapping[str, str] = {"retention.ms": "-1"}
+_PR_SET_PDEATHSIG = 1
+_T = TypeVar("_T")
+
+
+class BrokerStartError(RuntimeError):
+    """The broker process exited or never answered metadata requests."""
+
+
+@dataclass(eq=False)
+class RunningBroker:
+    """A broker process on loopback that owns a temporary working directory."""
+
+    kind: BrokerKind
+    port: int
+    process: subprocess.Popen[bytes]
+    workdir: Path
+    log_path: Path
+    _stopped: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"kafka://{self.bootstrap}"
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Terminate the broker (SIGKILL after `timeout` seconds) and delete its files."""
+        if self._stopped:
+            return
+        self._stopped = True
+        atexit.unregister(self.stop)
+        _signal_group(self.process, signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.process, signal.SIGKILL)
+            self.process.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago (the usual bind-to-0 race applies)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def port_is_open(port: int, host: str = HOST) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def broker_workdir(kind: BrokerKind) -> Iterator[Path]:
+    """A fresh temporary directory for one broker, removed if start-up raises.
+
+    On success it is kept: the RunningBroker owns it and removes it on stop().
+    """
+    workdir = Path(tempfile.mkdtemp(prefix=f"session-stream-{kind}-"))
+    try:
+        yield workdir
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+
+
+def launch(
+    kind: BrokerKind,
+    cmd: list[str],
+    port: int,
+    workdir: Path,
+    *,
+    ready_timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> RunningBroker:
+    """Start `cmd` with output in workdir/broker.log and wait until it serves metadata.
+
+    If the broker does not become ready it is stopped before the error propagates.
+    """
+    log_path = workdir / "broker.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env=env,
+            # Own process group, so a Ctrl-C aimed at the caller's terminal does not
+            # hit the broker mid-test, and stop() can signal every process of it.
+            start_new_session=True,
+            preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - see the hook
+        )
+    broker = RunningBroker(kind, port, process, workdir, log_path)
+    atexit.register(broker.stop)
+    try:
+        wait_ready(broker.bootstrap, ready_timeout, process)
+    except BaseException as exc:
+        tail = broker.log_tail()
+        broker.stop(timeout=5.0)
+        if isinstance(exc, BrokerStartError):
+            raise BrokerStartError(f"{kind}: {exc}\n--- broker.log tail ---\n{tail}") from exc
+        raise
+    return broker
+
+
+def wait_ready(
+    bootstrap: str,
+    timeout: float = 30.0,
+    process: subprocess.Popen[bytes] | None = None,
+) -> None:
+    """Block until the broker at `bootstrap` answers a metadata request listing a broker.
+
+    Polls a plain TCP connect first so aiokafka does not log a connection error for
+    every attempt while the port is still closed. Raises BrokerStartError if `process`
+    exits or `timeout` passes.
+    """
+    host, port = _split_bootstrap(bootstrap)
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise BrokerStartError(f"broker process exited with code {process.returncode}")
+        if port_is_open(port, host):
+            try:
+                if run_sync(lambda: _answers_metadata(bootstrap)):
+                    return
+            except KafkaError as exc:
+                last_error = exc
+        time.sleep(0.2)
+    raise BrokerStartError(f"broker at {bootstrap} not ready after {timeout:.0f}s: {last_error}")
+
+
+def create_topics(
+    bootstrap: str,
+    names: Mapping[str, int] | Iterable[str],
+    partitions: int = 1,
+    config: Mapping[str, str] | None = None,
+    replication_factor: int = 1,
+) -> None:
+    """Create topics, ignoring those that already exist.
+
+    `names` maps topic to partition count, or lists topics that all get `partitions`.
+    An empty or missing `config` becomes DEFAULT_TOPIC_CONFIG (see there why).
+    """
+    counts = dict(names) if isinstance(names, Mapping) else dict.fromkeys(names, partitions)
+    topic_config = dict(config or DEFAULT_TOPIC_CONFIG)
+    new_topics = [
+        NewTopic(name, count, replication_factor, topic_configs=topic_config)
+        for name, count in counts.items()
+    ]
+    if new_topics:
+        run_sync(lambda: _create_topics(bootstrap, new_topics))
+
+
+def run_sync(make_coro: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    """Run a coroutine to completion from sync code, even inside a running event loop.
+
+    Inside a loop (e.g. an async test calling a start-up helper) asyncio.run is not
+    allowed, so the coroutine gets its own loop in a worker thread; the calling loop
+    is blocked meanwhile, which start-up helpers can afford.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make_coro())
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(make_coro())).result()
+
+
+async def _answers_metadata(bootstrap: str) -> bool:
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    try:
+        await client.bootstrap()
+        return bool(client.cluster.brokers())
+    finally:
+        await client.close()
+
+
+async def _create_topics(bootstrap: str, new_topics: list[NewTopic]) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    await admin.start()
+    try:
+        response = await admin.create_topics(new_topics)
+    finally:
+        await admin.close()
+    # Errors come back per topic rather than raised (Tansu and Kafka alike).
+    for topic, code, *_ in response.topic_errors:
+        if code and code != TopicAlreadyExistsError.errno:
+            raise for_code(code)(f"creating topic {topic!r}")
+
+
+def _split_bootstrap(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.rpartition(":")
+    return host, int(port)
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A pre-exec hook asking Linux to SIGKILL the broker when this process dies.
+
+    atexit does not run when the test process is SIGKILLed; this covers that case.
+    The hook is safe despite preexec_fn's warning about threads: it imports nothing
+    and takes no lock another thread could hold, it only calls a C function that was
+    resolved before the fork.
+    Linux ties the signal to the spawning *thread*, so it is only armed from the main
+    thread: a broker started from a worker thread would die when that thread ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    return hook

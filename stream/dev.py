@@ -1,0 +1,150 @@
+"""`session-stream dev`: the whole pipeline on this machine, for a first look.
+
+Starts the embedded Tansu broker on a loopback port (unless SESSION_STREAM_BROKER names
+one), a worker, publishes the bundled example sessions and prints what comes out on the
+clean, alert and dead-letter topics until Ctrl-C; then stops everything it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from stream.brokers import RunningBroker, free_port, start_broker
+from stream.produce import produce_files
+from stream.settings import ENV_PREFIX, OPTIONS, Settings, add_options
+from stream.tail import format_record
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sessions"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help=f"session files or folders to publish (default: {EXAMPLES.name})")
+    parser.add_argument("--until-idle", type=float, metavar="SECONDS",
+                        help="exit once nothing new came out for this long (default: run until "
+                        "Ctrl-C)")
+    add_options(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    settings = Settings.load(args)
+    broker: RunningBroker | None = None
+    if args.broker is None and ENV_PREFIX + "BROKER" not in os.environ:
+        print("starting the embedded Tansu broker ...", file=sys.stderr)
+        broker = start_broker("tansu")
+        settings = settings.replace(broker=broker.url)
+    if args.web_port is None and ENV_PREFIX + "WEB_PORT" not in os.environ:
+        settings = settings.replace(web_port=free_port())
+    worker = _start_worker(settings)
+    try:
+        return asyncio.run(_demo(settings, args.paths or [str(EXAMPLES)], args.until_idle))
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        if broker is not None:
+            broker.stop()
+        print("stopped the worker" + (" and the broker" if broker else ""), file=sys.stderr)
+
+
+def _start_worker(settings: Settings) -> subprocess.Popen:
+    log_dir = Path(settings.data_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / "worker.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+    env.update({o.env: str(getattr(settings, o.name)) for o in OPTIONS})
+    print(f"starting a worker on {settings.broker} (log: {log_path}, stats: "
+          f"http://{settings.web_host}:{settings.web_port}/stats)", file=sys.stderr)
+    with log_path.open("ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "stream.cli", "worker"], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+
+
+async def _demo(settings: Settings, paths: list[str], until_idle: float | None) -> int:
+    await _wait_for_worker(settings)
+    report = await produce_files(settings, paths)
+    print(report.summary(settings.input_topic), file=sys.stderr)
+    await _watch(settings, until_idle)
+    return 0
+
+
+async def _wait_for_worker(settings: Settings, timeout: float = 120.0) -> None:
+    """The worker serves its stats page once it has joined the group and recovered."""
+    url = f"http://{settings.web_host}:{settings.web_port}/stats"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            await asyncio.to_thread(urllib.request.urlopen, url, timeout=2)
+            return
+        except OSError:
+            await asyncio.sleep(0.5)
+    raise TimeoutError(f"the worker did not start within {timeout:g}s; see its log")
+
+
+async def _watch(settings: Settings, until_idle: float | None) -> None:
+    roles = {settings.clean_topic: "clean", settings.alerts_topic: "alerts",
+             settings.dlq_topic: "dlq"}
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    counts: Counter[str] = Counter()
+    alerts: Counter[str] = Counter()
+    try:
+        await _assign_when_created(consumer, list(roles))
+        # Idleness counts from the first output: the worker may still be joining its group.
+        last_news: float | None = None
+        while until_idle is None or last_news is None or time.monotonic() - last_news < until_idle:
+            batch = await consumer.getmany(timeout_ms=500)
+            for tp, records in batch.items():
+                role = roles[tp.topic]
+                counts[role] += len(records)
+                for record in records:
+                    if role != "clean":
+                        print(format_record(role, record))
+                    if role == "alerts":
+                        alerts[_kind(record.value)] += 1
+            if batch:
+                last_news = time.monotonic()
+                print(_summary(counts, alerts), file=sys.stderr)
+    finally:
+        await consumer.stop()
+
+
+async def _assign_when_created(consumer: AIOKafkaConsumer, topics: list[str]) -> None:
+    """The worker creates the output topics as it starts; wait for them."""
+    while True:
+        await consumer._client.force_metadata_update()
+        found = {topic: consumer.partitions_for_topic(topic) for topic in topics}
+        if all(found.values()):
+            consumer.assign([TopicPartition(t, p) for t, ps in found.items() for p in ps])
+            await consumer.seek_to_beginning()
+            return
+        await asyncio.sleep(0.5)
+
+
+def _kind(value: bytes | None) -> str:
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        return orjson.loads(value).get("kind", "?")
+    return "?"
+
+
+def _summary(counts: Counter[str], alerts: Counter[str]) -> str:
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(alerts.items()))
+    return (f"-- clean {counts['clean']} | alerts {counts['alerts']} ({kinds}) | "
+            f"dead letters {counts['dlq']}")

@@ -1,0 +1,139 @@
+"""One settings object for every Kafka-facing subcommand, from flags and SESSION_STREAM_* variables.
+
+Each option is declared once in OPTIONS; the argparse flags, the environment variables, the
+`--help` text and the README's configuration table are all derived from that list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+
+from stream.engine.context import DEFAULT_MAX_IDS
+
+ENV_PREFIX = "SESSION_STREAM_"
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    default: object
+    help: str
+    parse: Callable[[str], object] = str
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _seconds(text: str) -> float:
+    """Seconds, or a number with a unit: 30s, 15m, 12h, 7d."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    text = text.strip()
+    if text and text[-1] in units:
+        return float(text[:-1]) * units[text[-1]]
+    return float(text)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("broker", "kafka://127.0.0.1:9092", "Kafka broker URL(s), comma-separated"),
+    Option("partitions", 4, "partitions of every topic the worker creates", int),
+    Option("replication", 1, "replication factor of the topics the worker creates", int),
+    Option("app_id", "session-stream", "consumer group and changelog prefix"),
+    Option("store", "memory://", "Faust table store (memory:// keeps tables in RAM, rebuilt "
+           "from the changelog on start)"),
+    Option("data_dir", ".session-stream", "Faust data directory"),
+    Option("input_topic", "session-events", "topic of raw transcript entries, keyed by session"),
+    Option("clean_topic", "session-events-clean", "topic of kept entries"),
+    Option("alerts_topic", "session-alerts", "topic of alerts"),
+    Option("dlq_topic", "session-events-dlq", "topic of dead letters"),
+    Option("max_ids", DEFAULT_MAX_IDS, "recent entry ids and idempotency keys remembered per "
+           "session", int),
+    Option("session_ttl", 7 * 86400.0, "forget sessions idle this long (seconds, or 15m, 12h, "
+           "7d)", _seconds),
+    Option("ttl_sweep_interval", 600.0, "how often idle sessions are looked for (seconds)",
+           _seconds),
+    Option("batch_size", 1000, "most records processed as one batch", int),
+    Option("batch_within", 0.05, "longest wait to fill a batch (seconds)", float),
+    Option("web_host", "127.0.0.1", "bind address of the stats and metrics endpoints"),
+    Option("web_port", 6066, "port of the stats and metrics endpoints", int),
+    Option("startup_deadline", 60.0, "give up (exit 1) when no broker answers within this long "
+           "(seconds)", _seconds),
+    Option("session_timeout", 10.0, "consumer group session timeout (seconds)", float),
+    Option("log_level", "info", "worker log level (debug, info, warn, error)"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    broker: str
+    partitions: int
+    replication: int
+    app_id: str
+    store: str
+    data_dir: str
+    input_topic: str
+    clean_topic: str
+    alerts_topic: str
+    dlq_topic: str
+    max_ids: int
+    session_ttl: float
+    ttl_sweep_interval: float
+    batch_size: int
+    batch_within: float
+    web_host: str
+    web_port: int
+    startup_deadline: float
+    session_timeout: float
+    log_level: str
+
+    @property
+    def bootstrap(self) -> str:
+        """host:port list for clients that take no URL scheme."""
+        return ",".join(url.split("://", 1)[-1] for url in self.broker.split(","))
+
+    @property
+    def output_topics(self) -> tuple[str, str, str]:
+        return self.clean_topic, self.alerts_topic, self.dlq_topic
+
+    @classmethod
+    def load(
+        cls, args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """Flags win over environment variables, which win over defaults."""
+        environ = os.environ if environ is None else environ
+        values = {}
+        for option in OPTIONS:
+            given = getattr(args, option.name, None) if args is not None else None
+            if given is not None:
+                values[option.name] = given
+            elif option.env in environ:
+                values[option.name] = option.parse(environ[option.env])
+            else:
+                values[option.name] = option.default
+        return cls(**values)
+
+    def replace(self, **changes: object) -> Settings:
+        current = {f.name: getattr(self, f.name) for f in fields(self)}
+        return Settings(**{**current, **changes})
+
+
+def add_options(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None) -> None:
+    """Flags for the named options (all by default); unset flags fall back to the environment."""
+    for option in OPTIONS:
+        if names is not None and option.name not in names:
+            continue
+        parser.add_argument(
+            option.flag,
+            dest=option.name,
+            type=option.parse,
+            default=None,
+            help=f"{option.help} [env {option.env}, default {option.default}]",
+        )
+

@@ -1,0 +1,307 @@
+"""`session-stream tail`: print the records of one topic readably, one line each.
+
+Transcript text never reaches the terminal: entries show their type, id and role only, dead
+letters their reason and size. Alerts show their message, which the engine writes for operators.
+The consumer joins no group (it assigns every partition itself), so it never takes partitions
+from, or commits offsets for, the worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import binascii
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from typing import TextIO
+
+import orjson
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError
+
+from stream.settings import Settings, add_options
+
+ROLES = ("alerts", "clean", "dlq", "input")
+IDLE_TIMEOUT = 1.5
+POLL_MS = 200
+REQUEST_TIMEOUT_MS = 15_000
+METADATA_GRACE = 3.0
+
+
+class TopicMissing(LookupError):
+    """The topic to read does not exist (yet)."""
+
+
+def topic_of(settings: Settings, role: str) -> str:
+    return {
+        "alerts": settings.alerts_topic,
+        "clean": settings.clean_topic,
+        "dlq": settings.dlq_topic,
+        "input": settings.input_topic,
+    }[role]
+
+
+async def read_topic(
+    settings: Settings,
+    topic: str,
+    follow: bool,
+    idle_timeout: float = IDLE_TIMEOUT,
+    from_beginning: bool = True,
+) -> AsyncIterator[ConsumerRecord]:
+    """Records of every partition of `topic`; without `follow`, ends once all were read.
+
+    The end is where every partition's position reaches the high watermark of its latest fetch
+    response, or, should that never happen, after `idle_timeout` seconds without a record.
+    ListOffsets is not used for it: Tansu answers it with the newest batch's base offset + 1.
+    Close the iterator (`contextlib.aclosing`) when leaving it early, which stops the consumer.
+    """
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+    try:
+        await consumer.start()
+        partitions = await _partitions(consumer, topic, follow)
+        consumer.assign(partitions)
+        if from_beginning:
+            await consumer.seek_to_beginning(*partitions)
+        else:
+            await _seek_to_end(consumer, partitions)
+        loop = asyncio.get_running_loop()
+        last_record = loop.time()
+        while True:
+            batches = await consumer.getmany(*partitions, timeout_ms=POLL_MS)
+            for records in batches.values():
+                for record in records:
+                    yield record
+            if batches:
+                last_record = loop.time()
+            if not follow and (
+                loop.time() - last_record >= idle_timeout or await _caught_up(consumer, partitions)
+            ):
+                return
+    finally:
+        await consumer.stop()
+
+
+async def _partitions(consumer: AIOKafkaConsumer, topic: str, follow: bool) -> list[TopicPartition]:
+    """Every partition of `topic`; when following, waits for the topic to be created."""
+    loop = asyncio.get_running_loop()
+    # Apache Kafka lists a topic only once its leaders are elected, a moment after creation.
+    deadline = loop.time() + METADATA_GRACE
+    while True:
+        # The public topics() fetches metadata without storing it where partitions_for_topic
+        # looks; with no topic assigned yet, this refresh covers every topic.
+        await consumer._client.force_metadata_update()
+        numbers = consumer.partitions_for_topic(topic)
+        if numbers:
+            return [TopicPartition(topic, number) for number in sorted(numbers)]
+        if not follow and loop.time() >= deadline:
+            raise TopicMissing(f"topic {topic!r} does not exist")
+        await asyncio.sleep(0.5)
+
+
+async def _seek_to_end(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
+    """Start after the records already there.
+
+    On Tansu ListOffsets(latest) may lie short of the end but never beyond it, so the
+    consumer starts there until fetch responses report the true high watermarks; the
+    records fetched meanwhile lie before those and are skipped.
+    """
+    hints = await consumer.end_offsets(partitions)
+    for partition in partitions:
+        consumer.seek(partition, hints[partition])
+    loop = asyncio.get_running_loop()
+    # Apache Kafka holds a fetch at the end for fetch_max_wait_ms, longer than one poll.
+    deadline = loop.time() + METADATA_GRACE
+    while loop.time() < deadline and any(consumer.highwater(p) is None for p in partitions):
+        await consumer.getmany(*partitions, timeout_ms=POLL_MS)
+    for partition in partitions:
+        consumer.seek(partition, max(hints[partition], consumer.highwater(partition) or 0))
+
+
+async def _caught_up(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> bool:
+    for partition in partitions:
+        highwater = consumer.highwater(partition)
+        if highwater is None or await consumer.position(partition) < highwater:
+            return False
+    return True
+
+
+def format_record(role: str, record: ConsumerRecord) -> str:
+    """One line describing `record` of the topic with `role` (see ROLES)."""
+    return _FORMATS[role](record)
+
+
+def _format_alert(record: ConsumerRecord) -> str:
+    alert = _json_object(record.value)
+    if alert is None:
+        return _unparsed(record, "alert")
+    return " ".join(
+        (
+            _field(alert.get("severity")),
+            _field(alert.get("kind")),
+            f"session={_field(alert.get('session_id'))}",
+            f"entry={_field(alert.get('entry_id'))}",
+            _field(alert.get("message")),
+        )
+    )
+
+
+def _format_entry(record: ConsumerRecord) -> str:
+    entry = _json_object(record.value)
+    if entry is None:
+        return _unparsed(record, "entry")
+    message = entry.get("message")
+    role = message.get("role") if isinstance(message, dict) else None
+    return (
+        f"session={_key(record)} {_field(entry.get('type'))} "
+        f"id={_field(entry.get('id'))} role={_field(role)}"
+    )
+
+
+def _format_dead_letter(record: ConsumerRecord) -> str:
+    letter = _json_object(record.value) or {}
+    reason = _header(record, "reason") or letter.get("reason")
+    return f"session={_key(record)} reason={_field(reason)} bytes={_raw_size(record, letter)}"
+
+
+_FORMATS: dict[str, Callable[[ConsumerRecord], str]] = {
+    "alerts": _format_alert,
+    "clean": _format_entry,
+    "input": _format_entry,
+    "dlq": _format_dead_letter,
+}
+
+
+def _raw_size(record: ConsumerRecord, letter: dict) -> int:
+    """Size of the dead-lettered line: the body's `raw` when it has one, else the value."""
+    raw = letter.get("raw")
+    if isinstance(raw, str):
+        if letter.get("raw_encoding") != "base64":
+            return len(raw.encode("utf-8"))
+        try:
+            return len(base64.b64decode(raw, validate=True))
+        except binascii.Error:
+            pass
+    return len(record.value or b"")
+
+
+def _unparsed(record: ConsumerRecord, what: str) -> str:
+    return f"session={_key(record)} unparsable-{what} bytes={len(record.value or b'')}"
+
+
+def _json_object(value: bytes | None) -> dict | None:
+    try:
+        parsed = orjson.loads(value or b"")
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _header(record: ConsumerRecord, name: str) -> str | None:
+    for key, value in record.headers or ():
+        if key == name:
+            return value.decode("utf-8", "backslashreplace")
+    return None
+
+
+def _key(record: ConsumerRecord) -> str:
+    if record.key is None:
+        return "-"
+    return _printable(record.key.decode("utf-8", "backslashreplace"))
+
+
+def _field(value: object) -> str:
+    """A scalar for display; structures are left out since they may hold transcript text."""
+    if isinstance(value, str) and value:
+        return _printable(value)
+    if isinstance(value, bool | int | float):
+        return str(value)
+    return "-"
+
+
+def _printable(text: str) -> str:
+    """Escapes newlines and control characters: one record stays one line, and bytes from the
+    topic cannot drive the terminal."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+async def tail(
+    settings: Settings,
+    role: str,
+    *,
+    follow: bool,
+    from_beginning: bool,
+    limit: int | None,
+    out: TextIO,
+) -> None:
+    records = read_topic(settings, topic_of(settings, role), follow, from_beginning=from_beginning)
+    async with aclosing(records):
+        printed = 0
+        async for record in records:
+            print(format_record(role, record), file=out, flush=follow)
+            printed += 1
+            if printed == limit:
+                return
+
+
+def _positive(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return number
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--topic", choices=ROLES, default="alerts", help="which topic to print (default alerts)"
+    )
+    parser.add_argument(
+        "--follow", action="store_true", help="keep printing new records until Ctrl-C"
+    )
+    parser.add_argument(
+        "--from-beginning",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="start at the oldest record (default); --no-from-beginning starts at the end",
+    )
+    parser.add_argument(
+        "--max", type=_positive, default=None, metavar="N", help="stop after N records"
+    )
+    add_options(parser, ("broker", "input_topic", "clean_topic", "alerts_topic", "dlq_topic"))
+
+
+def main(
+    args: argparse.Namespace, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    """Exit 0 after printing (or on Ctrl-C), 1 when the broker or the topic is not there."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    settings = Settings.load(args)
+    topic = topic_of(settings, args.topic)
+    try:
+        asyncio.run(
+            tail(
+                settings,
+                args.topic,
+                follow=args.follow,
+                from_beginning=args.from_beginning,
+                limit=args.max,
+                out=stdout,
+            )
+        )
+    except KeyboardInterrupt:
+        return 0
+    except (KafkaError, TopicMissing) as error:
+        print(
+            f"session-stream: cannot read {topic} from the Kafka broker at "
+            f"{settings.bootstrap}: {error}",
+            file=stderr,
+        )
+        return 1
+    return 0

@@ -1,0 +1,152 @@
+"""The Faust adapter: an app built from Settings, running the engine over batches of events."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+import faust
+from faust.types import EventT, StreamT
+from prometheus_client import generate_latest
+
+from stream.engine import Engine, Limits
+from stream.settings import Settings
+from stream.worker import highwaters
+from stream.worker.metrics import registry_for
+from stream.worker.processor import BatchProcessor, InRecord, OutRecord
+from stream.worker.tables import FaustStateStore
+
+log = logging.getLogger(__name__)
+
+SESSIONS_TABLE = "sessions"
+MEMORY_TABLE = "memory"
+
+
+@dataclass
+class Worker:
+    app: faust.App
+    processor: BatchProcessor
+    store: FaustStateStore
+    settings: Settings
+
+
+def changelog_topics(settings: Settings) -> list[str]:
+    return [f"{settings.app_id}-{name}-changelog" for name in (SESSIONS_TABLE, MEMORY_TABLE)]
+
+
+def create_app(settings: Settings) -> Worker:
+    highwaters.install(settings.bootstrap)
+    app = faust.App(
+        settings.app_id,
+        broker=settings.broker,
+        store=settings.store,
+        datadir=settings.data_dir,
+        autodiscover=False,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication,
+        topic_allow_declare=True,
+        consumer_auto_offset_reset="earliest",
+        broker_session_timeout=settings.session_timeout,
+        broker_heartbeat_interval=min(1.0, settings.session_timeout / 5),
+        producer_linger=0.01,
+        producer_max_batch_size=1024 * 1024,
+        stream_buffer_maxsize=max(4096, 4 * settings.batch_size),
+        web_enabled=True,
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        # Tables hold transcript hashes and ids: none of Faust's browsing pages are served.
+        web_tables_enabled=False,
+        web_router_enabled=False,
+        web_graph_enabled=False,
+        web_stats_enabled=False,
+    )
+    # bytes in and out: the "raw" codec, so Faust spends nothing on (de)serialization.
+    table_options = {"key_type": bytes, "value_type": bytes, "partitions": settings.partitions}
+    store = FaustStateStore(
+        app.Table(SESSIONS_TABLE, **table_options), app.Table(MEMORY_TABLE, **table_options)
+    )
+    processor = BatchProcessor(Engine(Limits(max_ids=settings.max_ids)), store, settings)
+    source = app.topic(
+        settings.input_topic,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+        partitions=settings.partitions,
+    )
+    worker = Worker(app, processor, store, settings)
+    app.agent(source, name="clean")(_agent(worker))
+    _add_pages(worker)
+    return worker
+
+
+def _agent(worker: Worker):
+    settings = worker.settings
+    last_sweep = time.monotonic()
+
+    async def clean(stream: StreamT) -> None:
+        # Faust acks a batch of take_events even when the loop body raises, so nothing may
+        # escape it: the engine dead-letters what it cannot process, and delivery is retried
+        # until the broker has every output (resending is harmless: same bytes, same ids).
+        nonlocal last_sweep
+        async for events in stream.take_events(settings.batch_size, settings.batch_within):
+            outputs = worker.processor.process(_records(events))
+            await _deliver_until_done(worker.app, outputs)
+            worker.processor.flush(time.time())
+            if time.monotonic() - last_sweep >= settings.ttl_sweep_interval:
+                last_sweep = time.monotonic()
+                expired = worker.processor.expire(time.time())
+                if expired:
+                    log.info("forgot %d sessions idle longer than %ss", expired,
+                             settings.session_ttl)
+
+    return clean
+
+
+def _records(events: list[EventT]) -> list[InRecord]:
+    return [
+        InRecord(m.topic, m.partition, m.offset, m.key, m.value)
+        for m in (event.message for event in events)
+    ]
+
+
+async def _deliver_until_done(app: faust.App, outputs: list[OutRecord]) -> None:
+    delay = 0.5
+    while True:
+        try:
+            await _deliver(app, outputs)
+            return
+        except Exception as error:  # noqa: BLE001 - any send failure is retried the same way
+            log.warning("could not deliver %d outputs (%s); retrying in %.1fs",
+                        len(outputs), type(error).__name__, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+
+async def _deliver(app: faust.App, outputs: list[OutRecord]) -> None:
+    """Send every output and wait until the broker has them all, in input order per partition."""
+    producer = app.producer
+    pending = [
+        await producer.send(out.topic, out.key, out.value, out.partition, None, out.headers)
+        for out in outputs
+    ]
+    if pending:
+        await asyncio.gather(*pending)
+
+
+def _add_pages(worker: Worker) -> None:
+    app, processor, store = worker.app, worker.processor, worker.store
+    registry = registry_for(processor.tally, store.size)
+
+    @app.page("/stats")
+    async def stats(web, request):
+        sessions, memory = store.size()
+        body = {**processor.tally.as_json(), "table_keys": {"sessions": sessions,
+                                                            "memory": memory}}
+        return web.json(body)
+
+    @app.page("/metrics")
+    async def metrics(web, request):
+        return web.bytes(generate_latest(registry), content_type="text/plain")

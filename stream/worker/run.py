@@ -1,0 +1,26 @@
+"""`session-stream worker`: wait for the broker, create the topics, run the Faust worker."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import faust
+
+from stream.settings import Settings
+from stream.worker.app import changelog_topics, create_app
+from stream.worker.topics import BrokerUnreachable, TopicMismatch, ensure_topics, wait_for_broker
+
+
+def run_worker(settings: Settings) -> int:
+    logging.basicConfig(level=settings.log_level.upper().replace("WARN", "WARNING"),
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    try:
+        wait_for_broker(settings, settings.startup_deadline)
+        ensure_topics(settings, changelog_topics(settings))
+    except (BrokerUnreachable, TopicMismatch) as error:
+        print(f"session-stream worker: {error}", file=sys.stderr)
+        return 1
+    worker = create_app(settings)
+    faust.Worker(worker.app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
+    return 0

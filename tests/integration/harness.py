@@ -1,0 +1,152 @@
+"""Run real worker processes against the test broker and read what they produced."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from stream.brokers import RunningBroker, free_port
+from stream.settings import Settings
+
+
+def worker_settings(broker: RunningBroker, name: str, tmp_path: Path, **changes) -> Settings:
+    """Settings with topics and a consumer group of this test's own."""
+    base = Settings.load(environ={})
+    return base.replace(
+        broker=broker.url,
+        app_id=f"ss-{name}",
+        input_topic=f"{name}-events",
+        clean_topic=f"{name}-clean",
+        alerts_topic=f"{name}-alerts",
+        dlq_topic=f"{name}-dlq",
+        data_dir=str(tmp_path / "data"),
+        partitions=4,
+        batch_within=0.02,
+        **changes,
+    )
+
+
+def _environment(settings: Settings, web_port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSION_STREAM_")}
+    values = {**settings.__dict__, "web_port": web_port}
+    env.update({f"SESSION_STREAM_{name.upper()}": str(value) for name, value in values.items()})
+    return env
+
+
+@dataclass
+class WorkerProcess:
+    settings: Settings
+    log_path: Path
+    web_port: int = field(default_factory=free_port)
+    process: subprocess.Popen | None = None
+
+    def start(self) -> WorkerProcess:
+        self.web_port = free_port()
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "stream.cli", "worker"],
+            env=_environment(self.settings, self.web_port),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.log_path.parent,
+        )
+        self.wait_ready()
+        return self
+
+    def stats(self) -> dict | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}/stats", timeout=2) as r:
+                return json.loads(r.read())
+        except OSError:
+            return None
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited {self.process.returncode}:\n{self.log_tail()}")
+            if self.stats() is not None and "Worker ready" in self.log_text():
+                return
+            time.sleep(0.3)
+        raise TimeoutError(f"worker not ready after {timeout}s:\n{self.log_tail()}")
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30.0) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+async def produce(settings: Settings, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        pending = [await producer.send(settings.input_topic, v, key=k) for k, v in records]
+        await asyncio.gather(*pending)
+        return len(pending)
+    finally:
+        await producer.stop()
+
+
+async def consume_all(settings: Settings, topic: str, expected: int | None = None,
+                      idle: float = 3.0, timeout: float = 120.0) -> list:
+    """Every record of the topic, in partition order; stops after `idle` s without news
+    (once `expected` records arrived, when given). No consumer group: nothing is disturbed."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic) or set()
+        consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
+        await consumer.seek_to_beginning()
+        records: list = []
+        deadline = time.monotonic() + timeout
+        last_news = time.monotonic()
+        while time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=300)
+            for tp_records in batch.values():
+                records += tp_records
+            if batch:
+                last_news = time.monotonic()
+            enough = expected is None or len(records) >= expected
+            if enough and time.monotonic() - last_news >= idle:
+                break
+        return records
+    finally:
+        await consumer.stop()
+
+
+def run(coro):
+    return asyncio.run(coro)
+

@@ -1,0 +1,332 @@
+"""`produce` publishes session files line for line in order; `tail` prints topics without text."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import io
+import os
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import ConsumerRecord
+
+from stream import produce, tail
+from stream.brokers import RunningBroker, create_topics, free_port, start_broker
+from stream.sessions import find_session_files, open_lines, session_id_of
+from stream.settings import Settings
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+SECRET = "the secret transcript text"
+PARTITIONS = 4
+
+
+def record(
+    value: bytes, key: bytes | None = b"s-1", headers: tuple[tuple[str, bytes], ...] = ()
+) -> ConsumerRecord:
+    return ConsumerRecord(
+        topic="t",
+        partition=0,
+        offset=0,
+        timestamp=0,
+        timestamp_type=0,
+        key=key,
+        value=value,
+        checksum=None,
+        serialized_key_size=len(key or b""),
+        serialized_value_size=len(value),
+        headers=headers,
+    )
+
+
+def alert_json(kind: str, entry_id: str | None, message: str) -> bytes:
+    return orjson.dumps(
+        {
+            "id": f"alert-{kind}",
+            "kind": kind,
+            "severity": "warning",
+            "session_id": "s-1",
+            "entry_id": entry_id,
+            "related_entry_id": None,
+            "action": "drop",
+            "message": message,
+            "evidence": {"text": SECRET},
+            "source": {"topic": "session-events", "partition": 0, "offset": 7},
+        }
+    )
+
+
+def parse(module, argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+# --- format_record ---------------------------------------------------------------------------
+
+
+def test_alert_is_one_line_with_severity_kind_session_entry_and_message() -> None:
+    line = tail.format_record("alerts", record(alert_json("echo", "e-9", "mirror of\nparent")))
+    assert line == r"warning echo session=s-1 entry=e-9 mirror of\nparent"
+    assert SECRET not in line
+
+
+def test_alert_without_entry_shows_a_dash() -> None:
+    line = tail.format_record("alerts", record(alert_json("gap", None, "m")))
+    assert line == "warning gap session=s-1 entry=- m"
+
+
+@pytest.mark.parametrize("role", ["clean", "input"])
+def test_entry_shows_type_id_and_role_but_never_its_text(role: str) -> None:
+    entry = {"type": "message", "id": "e-1", "message": {"role": "user", "content": SECRET}}
+    line = tail.format_record(role, record(orjson.dumps(entry)))
+    assert line == "session=s-1 message id=e-1 role=user"
+
+
+def test_entry_without_message_and_structured_fields_shows_dashes() -> None:
+    entry = {"type": "custom", "id": {"nested": SECRET}, "data": SECRET}
+    line = tail.format_record("clean", record(orjson.dumps(entry)))
+    assert line == "session=s-1 custom id=- role=-"
+
+
+def test_malformed_input_line_shows_only_its_size() -> None:
+    line = tail.format_record("input", record(b'{"type": "message", ' + SECRET.encode()))
+    assert line == "session=s-1 unparsable-entry bytes=46"
+
+
+def test_dead_letter_shows_reason_and_raw_size_without_the_raw_line() -> None:
+    letter = {"session_id": "s-1", "reason": "invalid JSON", "raw": SECRET, "raw_encoding": "utf-8"}
+    line = tail.format_record("dlq", record(orjson.dumps(letter)))
+    assert line == f"session=s-1 reason=invalid JSON bytes={len(SECRET)}"
+
+
+def test_dead_letter_prefers_the_reason_header_and_decodes_base64_size() -> None:
+    letter = {"reason": "body reason", "raw": "AAEC/w==", "raw_encoding": "base64"}
+    headers = (("source", b"t/0/1"), ("reason", b"line is not UTF-8"))
+    line = tail.format_record("dlq", record(orjson.dumps(letter), key=None, headers=headers))
+    assert line == "session=- reason=line is not UTF-8 bytes=4"
+
+
+def test_control_characters_from_the_topic_are_escaped() -> None:
+    line = tail.format_record("clean", record(b'{"type":"x\\u001b[2J","id":"1"}', key=b"k\n"))
+    assert line == r"session=k\n x\x1b[2J id=1 role=-"
+
+
+# --- produce and tail without a broker -------------------------------------------------------
+
+
+def test_produce_reports_an_unreachable_broker() -> None:
+    args = parse(produce, [str(FIXTURES), "--broker", f"kafka://127.0.0.1:{free_port()}"])
+    stderr = io.StringIO()
+    assert produce.main(args, stderr=stderr) == 1
+    assert "cannot publish to the Kafka broker at 127.0.0.1:" in stderr.getvalue()
+
+
+def test_tail_reports_an_unreachable_broker() -> None:
+    args = parse(tail, ["--broker", f"kafka://127.0.0.1:{free_port()}"])
+    stderr = io.StringIO()
+    assert tail.main(args, stdout=io.StringIO(), stderr=stderr) == 1
+    assert "cannot read session-alerts from the Kafka broker" in stderr.getvalue()
+
+
+# --- against a broker ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[RunningBroker]:
+    running = start_broker(os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu"))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def settings_for(broker: RunningBroker, **topics: str) -> Settings:
+    return Settings.load(None, {"SESSION_STREAM_BROKER": broker.url}).replace(**topics)
+
+
+def expected_by_key(paths: list[Path]) -> dict[bytes, list[bytes]]:
+    """Per key, the non-blank lines of its session files in file order."""
+    expected: dict[bytes, list[bytes]] = defaultdict(list)
+    for given in paths:
+        for path in find_session_files(given):
+            lines = [body for _, body in open_lines(path)]
+            expected[session_id_of(path, lines[0]).encode()] += lines
+    return dict(expected)
+
+
+async def read_all(
+    settings: Settings, topic: str
+) -> tuple[dict[bytes, list[bytes]], dict[bytes, set[int]]]:
+    """Per key, the values in offset order and the partitions they were on."""
+    values: dict[bytes, list[bytes]] = defaultdict(list)
+    partitions: dict[bytes, set[int]] = defaultdict(set)
+    async for consumed in tail.read_topic(settings, topic, follow=False):
+        values[consumed.key] += [consumed.value]
+        partitions[consumed.key].add(consumed.partition)
+    return dict(values), dict(partitions)
+
+
+@pytest.fixture
+def extra_sessions(tmp_path: Path) -> Path:
+    """A session with a malformed line and a blank one, and a gzipped session without header."""
+    (tmp_path / "bad.jsonl").write_bytes(
+        b'{"type":"session","id":"with-bad-line"}\n'
+        b'{"type":"message","id":"m1"\n'
+        b"\n"
+        b'{"type":"message","id":"m2"}\r\n'
+    )
+    with gzip.open(tmp_path / "zipped-session.jsonl.gz", "wb") as handle:
+        handle.write(b'{"type":"message","id":"z1"}\n{"type":"message","id":"z2"}')
+    return tmp_path
+
+
+@pytest.mark.integration
+async def test_produce_sends_every_line_byte_for_byte_in_session_order(
+    broker: RunningBroker, extra_sessions: Path
+) -> None:
+    settings = settings_for(broker, input_topic="produce-input")
+    create_topics(broker.bootstrap, {settings.input_topic: PARTITIONS})
+    paths = [FIXTURES, extra_sessions]
+
+    report = await produce.produce_files(settings, [str(p) for p in paths])
+
+    expected = expected_by_key(paths)
+    assert expected[b"with-bad-line"] == [
+        b'{"type":"session","id":"with-bad-line"}',
+        b'{"type":"message","id":"m1"',
+        b'{"type":"message","id":"m2"}',
+    ]
+    assert expected[b"zipped-session"] == [
+        b'{"type":"message","id":"z1"}',
+        b'{"type":"message","id":"z2"}',
+    ]
+    assert report.files == 9  # seven fixture sessions; the checkpoint and sessions.json skipped
+    assert report.records == sum(map(len, expected.values()))
+    assert dict(report.per_session) == {k.decode(): len(v) for k, v in expected.items()}
+    assert report.unreadable == []
+    received, partitions = await read_all(settings, settings.input_topic)
+    assert received == expected
+    assert all(len(used) == 1 for used in partitions.values())
+    assert len(set().union(*partitions.values())) > 1  # the keys did spread
+
+
+@pytest.mark.integration
+def test_produce_main_sends_what_it_can_and_fails_on_an_unreadable_input(
+    broker: RunningBroker, extra_sessions: Path
+) -> None:
+    missing = extra_sessions / "missing.jsonl"
+    args = parse(
+        produce,
+        [
+            str(extra_sessions),
+            str(missing),
+            "--broker",
+            broker.url,
+            "--input-topic",
+            "produce-main",
+        ],
+    )
+    stderr = io.StringIO()
+
+    assert produce.main(args, stderr=stderr) == 1
+
+    assert f"cannot read {missing}: No such file or directory" in stderr.getvalue()
+    assert "produced 5 records of 2 sessions from 2 files to produce-main; 1 unreadable" in (
+        stderr.getvalue()
+    )
+
+
+async def publish(settings: Settings, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    producer = produce.make_producer(settings)
+    try:
+        await producer.start()
+        await produce.send_records(producer, topic, records)
+    finally:
+        await producer.stop()
+
+
+@pytest.mark.integration
+def test_tail_main_prints_alerts_and_stops_at_the_end(broker: RunningBroker) -> None:
+    settings = settings_for(broker, alerts_topic="tail-alerts")
+    create_topics(broker.bootstrap, {settings.alerts_topic: PARTITIONS})
+    alerts = [alert_json("echo", "e-1", "first"), alert_json("gap", "e-2", "second")]
+    asyncio.run(publish(settings, settings.alerts_topic, [(b"s-1", a) for a in alerts]))
+    args = parse(tail, ["--broker", broker.url, "--alerts-topic", settings.alerts_topic])
+    stdout = io.StringIO()
+
+    assert tail.main(args, stdout=stdout) == 0
+
+    assert stdout.getvalue().splitlines() == [
+        "warning echo session=s-1 entry=e-1 first",
+        "warning gap session=s-1 entry=e-2 second",
+    ]
+
+
+@pytest.mark.integration
+def test_tail_main_stops_after_max_records(broker: RunningBroker) -> None:
+    settings = settings_for(broker, clean_topic="tail-max")
+    create_topics(broker.bootstrap, {settings.clean_topic: 1})
+    entries = [orjson.dumps({"type": "message", "id": f"e-{n}"}) for n in range(5)]
+    asyncio.run(publish(settings, settings.clean_topic, [(b"s-2", e) for e in entries]))
+    args = parse(
+        tail,
+        [
+            "--broker",
+            broker.url,
+            "--topic",
+            "clean",
+            "--clean-topic",
+            settings.clean_topic,
+            "--max",
+            "2",
+        ],
+    )
+    stdout = io.StringIO()
+
+    assert tail.main(args, stdout=stdout) == 0
+
+    assert stdout.getvalue().splitlines() == [
+        "session=s-2 message id=e-0 role=-",
+        "session=s-2 message id=e-1 role=-",
+    ]
+
+
+@pytest.mark.integration
+def test_tail_main_reports_a_missing_topic(broker: RunningBroker) -> None:
+    args = parse(tail, ["--broker", broker.url, "--dlq-topic", "never-created", "--topic", "dlq"])
+    stderr = io.StringIO()
+
+    assert tail.main(args, stdout=io.StringIO(), stderr=stderr) == 1
+
+    assert "topic 'never-created' does not exist" in stderr.getvalue()
+
+
+@pytest.mark.integration
+async def test_read_topic_from_the_end_skips_what_is_there_and_follows_what_comes(
+    broker: RunningBroker,
+) -> None:
+    topic = "tail-from-end"
+    settings = settings_for(broker)
+    create_topics(broker.bootstrap, {topic: PARTITIONS})
+    # One batch of many records: where Tansu's ListOffsets(latest) falls short of the end.
+    await publish(settings, topic, [(f"s-{n % 3}".encode(), b"old") for n in range(300)])
+    followed: list[bytes] = []
+
+    async def follow() -> None:
+        async for consumed in tail.read_topic(settings, topic, follow=True, from_beginning=False):
+            followed.append(consumed.value)
+            if len(followed) == 2:
+                return
+
+    following = asyncio.create_task(follow())
+    await asyncio.sleep(2.0)  # let it find the end before new records come
+    await publish(settings, topic, [(b"s-1", b"new-1"), (b"s-1", b"new-2")])
+    await asyncio.wait_for(following, timeout=15)
+
+    assert followed == [b"new-1", b"new-2"]
+    assert [r async for r in tail.read_topic(settings, topic, False, from_beginning=False)] == []
