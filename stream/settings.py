@@ -137,3 +137,16 @@ def add_options(parser: argparse.ArgumentParser, names: tuple[str, ...] | None =
             help=f"{option.help} [env {option.env}, default {option.default}]",
         )
 
+
+
+def markdown_table() -> str:
+    """The README's configuration reference; a test keeps the README equal to it."""
+    rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
+    rows += [
+        f"| `{o.flag}` | `{o.env}` | `{o.default}` | {o.help} |" for o in OPTIONS
+    ]
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -143,10 +143,15 @@ def _add_pages(worker: Worker) -> None:
     @app.page("/stats")
     async def stats(web, request):
         sessions, memory = store.size()
-        body = {**processor.tally.as_json(), "table_keys": {"sessions": sessions,
-                                                            "memory": memory}}
+        assigned = sorted(tp.partition for tp in app.consumer.assignment()
+                          if tp.topic == worker.settings.input_topic)
+        body = {
+            **processor.tally.as_json(),
+            "table_keys": {"sessions": sessions, "memory": memory},
+            "assigned_partitions": assigned,
+        }
         return web.json(body)
 
     @app.page("/metrics")
     async def metrics(web, request):
-        return web.bytes(generate_latest(registry), content_type="text/plain")
+        return web.bytes(generate_latest(registry), content_type="text/plain; version=0.0.4")

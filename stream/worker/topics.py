@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 COMPACTED = {"cleanup.policy": "compact", "retention.ms": "-1"}
 RETAINED = {"retention.ms": "-1"}
+_METADATA_ROUNDS = 20
 
 
 class TopicMismatch(RuntimeError):
@@ -67,12 +68,18 @@ def ensure_topics(settings: Settings, changelogs: list[str]) -> None:
 
 
 async def _partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
+    """Partition counts as the cluster reports them; a topic created a moment ago may take a
+    few metadata rounds to appear (Apache Kafka propagates it asynchronously)."""
     client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
     try:
         await asyncio.wait_for(client.bootstrap(), 10)
-        if not topics:
-            return {}
-        metadata = await client.fetch_all_metadata()
-        return {topic: len(metadata.partitions_for_topic(topic) or ()) for topic in topics}
+        counts: dict[str, int] = {}
+        for _ in range(_METADATA_ROUNDS):
+            metadata = await client.fetch_all_metadata()
+            counts = {t: len(metadata.partitions_for_topic(t) or ()) for t in topics}
+            if all(counts.values()):
+                break
+            await asyncio.sleep(0.5)
+        return counts
     finally:
         await client.close()

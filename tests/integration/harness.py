@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from stream.brokers import RunningBroker, free_port
 from stream.settings import Settings
+from stream.tail import read_topic
 
 
 def worker_settings(broker: RunningBroker, name: str, tmp_path: Path, **changes) -> Settings:
@@ -64,12 +65,17 @@ class WorkerProcess:
         self.wait_ready()
         return self
 
-    def stats(self) -> dict | None:
+    def get(self, path: str) -> bytes | None:
+        """The body of one of the worker's web pages; None when it does not answer 200."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}/stats", timeout=2) as r:
-                return json.loads(r.read())
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}{path}", timeout=2) as r:
+                return r.read()
         except OSError:
             return None
+
+    def stats(self) -> dict | None:
+        body = self.get("/stats")
+        return json.loads(body) if body is not None else None
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -119,32 +125,9 @@ async def produce(settings: Settings, records: Iterable[tuple[bytes | None, byte
         await producer.stop()
 
 
-async def consume_all(settings: Settings, topic: str, expected: int | None = None,
-                      idle: float = 3.0, timeout: float = 120.0) -> list:
-    """Every record of the topic, in partition order; stops after `idle` s without news
-    (once `expected` records arrived, when given). No consumer group: nothing is disturbed."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False,
-                                auto_offset_reset="earliest")
-    await consumer.start()
-    try:
-        partitions = consumer.partitions_for_topic(topic) or set()
-        consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
-        await consumer.seek_to_beginning()
-        records: list = []
-        deadline = time.monotonic() + timeout
-        last_news = time.monotonic()
-        while time.monotonic() < deadline:
-            batch = await consumer.getmany(timeout_ms=300)
-            for tp_records in batch.values():
-                records += tp_records
-            if batch:
-                last_news = time.monotonic()
-            enough = expected is None or len(records) >= expected
-            if enough and time.monotonic() - last_news >= idle:
-                break
-        return records
-    finally:
-        await consumer.stop()
+async def consume_all(settings: Settings, topic: str) -> list:
+    """Every record of the topic up to its end now, partition by partition."""
+    return [record async for record in read_topic(settings, topic, follow=False)]
 
 
 def run(coro):

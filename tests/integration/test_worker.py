@@ -62,9 +62,9 @@ def first_occurrences(values: list[bytes]) -> list[bytes]:
 
 
 def outputs(settings) -> tuple[dict[str, list[bytes]], list, list]:
-    clean = run(consume_all(settings, settings.clean_topic, idle=1.0))
-    alerts = run(consume_all(settings, settings.alerts_topic, idle=1.0))
-    dlq = run(consume_all(settings, settings.dlq_topic, idle=1.0))
+    clean = run(consume_all(settings, settings.clean_topic))
+    alerts = run(consume_all(settings, settings.alerts_topic))
+    dlq = run(consume_all(settings, settings.dlq_topic))
     kept = {sid: first_occurrences(values) for sid, values in per_session(clean).items()}
     return kept, alerts, dlq
 
@@ -105,6 +105,8 @@ def test_worker_gives_the_offline_results(broker, tmp_path: Path) -> None:
         run(produce(settings, records))
         kept, alerts, dlq = wait_for_outputs(settings, records)
         stats = worker.stats()
+        metrics = worker.get("/metrics").decode()
+        assert worker.get("/table/sessions") is None  # no table browsing on the web
     finally:
         worker.stop()
     for alert in alerts:
@@ -119,6 +121,8 @@ def test_worker_gives_the_offline_results(broker, tmp_path: Path) -> None:
     letter = orjson.loads(dlq[0].value)
     assert letter["session_id"] == "bad-lines" and letter["reason"].startswith("not JSON")
     assert dict(dlq[0].headers)["reason"].decode() == letter["reason"]
+    assert f'session_stream_records_total{{outcome="in"}} {len(records)}.0' in metrics
+    assert 'session_stream_dropped_total{rule="cli_mirror_duplicate"} 30.0' in metrics
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGKILL], ids=["term", "kill"])
@@ -146,3 +150,35 @@ def test_restart_recovers_state(broker, tmp_path: Path, stop_signal) -> None:
     redelivered = {a["entry_id"] for a in alerts if a["kind"] == "redelivery"}
     first_half_ids = {orjson.loads(raw).get("id") for _, raw in records[:half] if raw[:1] == b"{"}
     assert redelivered >= {i for i in first_half_ids if isinstance(i, str)} - {"ok1"}
+
+
+def test_two_workers_split_partitions_and_one_finishes_alone(broker, tmp_path: Path) -> None:
+    paths = write_sessions(tmp_path / "sessions")
+    settings = worker_settings(broker, "pair", tmp_path)
+    records = keyed_lines(paths)
+    half = len(records) // 2
+    first = WorkerProcess(settings, tmp_path / "first.log").start()
+    second = WorkerProcess(settings, tmp_path / "second.log").start()
+    try:
+        wait_until(lambda: _assigned(first) and _assigned(second)
+                   and len(_assigned(first) | _assigned(second)) == settings.partitions,
+                   90, "both workers to own partitions")
+        assert not _assigned(first) & _assigned(second)
+        run(produce(settings, records[:half]))
+        wait_until(lambda: _processed(first) + _processed(second) >= half, 90, "first half")
+        first.stop(signal.SIGTERM)
+        wait_until(lambda: len(_assigned(second)) == settings.partitions, 90,
+                   "the survivor to take over every partition")
+        run(produce(settings, records[half:]))
+        wait_for_outputs(settings, records)
+    finally:
+        first.stop()
+        second.stop()
+
+
+def _assigned(worker: WorkerProcess) -> set[int]:
+    return set((worker.stats() or {}).get("assigned_partitions", []))
+
+
+def _processed(worker: WorkerProcess) -> int:
+    return (worker.stats() or {}).get("entries_in", 0)

@@ -1,0 +1,30 @@
+"""`session-stream dev` (what `make run` runs) on a fresh embedded broker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_dev_runs_the_example_sessions_through_its_own_broker(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSION_STREAM_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "stream.cli", "dev", "--until-idle", "4",
+         "--data-dir", str(tmp_path / "data")],
+        env=env, capture_output=True, text=True, timeout=240, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "starting the embedded Tansu broker" in done.stderr
+    assert "produced 59 records of 7 sessions from 7 files" in done.stderr
+    summary = [line for line in done.stderr.splitlines() if line.startswith("-- clean")][-1]
+    assert summary.startswith("-- clean 57 | alerts 5 ")
+    assert summary.endswith("| dead letters 0")
+    drops = [line for line in done.stdout.splitlines() if "delivery_mirror_duplicate" in line]
+    assert len(drops) == 2
+    assert "stopped the worker and the broker" in done.stderr
