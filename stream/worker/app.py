@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 import faust
+from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from faust.types import EventT, StreamT
 from prometheus_client import generate_latest
 
@@ -15,10 +16,13 @@ from stream.engine import Engine, Limits
 from stream.settings import Settings
 from stream.worker import highwaters
 from stream.worker.metrics import registry_for
-from stream.worker.processor import BatchProcessor, InRecord, OutRecord
+from stream.worker.processor import BatchProcessor, InRecord, OutRecord, too_large_notice
 from stream.worker.tables import FaustStateStore
+from stream.worker.topics import MAX_RECORD_BYTES
 
 log = logging.getLogger(__name__)
+
+_NEVER_FITS = (MessageSizeTooLargeError, RecordTooLargeError)
 
 SESSIONS_TABLE = "sessions"
 MEMORY_TABLE = "memory"
@@ -52,6 +56,8 @@ def create_app(settings: Settings) -> Worker:
         broker_heartbeat_interval=min(1.0, settings.session_timeout / 5),
         producer_linger=0.01,
         producer_max_batch_size=1024 * 1024,
+        producer_max_request_size=MAX_RECORD_BYTES,
+        consumer_max_fetch_size=MAX_RECORD_BYTES,
         stream_buffer_maxsize=max(4096, 4 * settings.batch_size),
         web_enabled=True,
         web_host=settings.web_host,
@@ -93,7 +99,7 @@ def _agent(worker: Worker):
         nonlocal last_sweep
         async for events in stream.take_events(settings.batch_size, settings.batch_within):
             outputs = worker.processor.process(_records(events))
-            await _deliver_until_done(worker.app, outputs)
+            await _deliver_until_done(worker.app, outputs, settings.dlq_topic)
             worker.processor.flush(time.time())
             if time.monotonic() - last_sweep >= settings.ttl_sweep_interval:
                 last_sweep = time.monotonic()
@@ -112,28 +118,45 @@ def _records(events: list[EventT]) -> list[InRecord]:
     ]
 
 
-async def _deliver_until_done(app: faust.App, outputs: list[OutRecord]) -> None:
+async def _deliver_until_done(app: faust.App, outputs: list[OutRecord], dlq_topic: str) -> None:
+    """Send until the broker has every output. A record the broker can never take (too
+    large) is replaced by a dead-letter notice; other failures are retried with backoff,
+    and resending is harmless: the same bytes with the same ids."""
+    pending = outputs
     delay = 0.5
-    while True:
-        try:
-            await _deliver(app, outputs)
-            return
-        except Exception as error:  # noqa: BLE001 - any send failure is retried the same way
-            log.warning("could not deliver %d outputs (%s); retrying in %.1fs",
-                        len(outputs), type(error).__name__, delay)
+    while pending:
+        failed = await _deliver(app, pending)
+        pending = [_too_large_notice(out, error, dlq_topic) if isinstance(error, _NEVER_FITS)
+                   else out for out, error in failed]
+        if pending:
+            log.warning("could not deliver %d outputs (%s); retrying in %.1fs", len(pending),
+                        type(failed[0][1]).__name__, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
 
 
-async def _deliver(app: faust.App, outputs: list[OutRecord]) -> None:
-    """Send every output and wait until the broker has them all, in input order per partition."""
+async def _deliver(app: faust.App, outputs: list[OutRecord]) -> list[tuple[OutRecord, Exception]]:
+    """Send every output, in order per partition; the ones that failed, with their errors."""
     producer = app.producer
-    pending = [
-        await producer.send(out.topic, out.key, out.value, out.partition, None, out.headers)
-        for out in outputs
-    ]
-    if pending:
-        await asyncio.gather(*pending)
+    sent: list[tuple[OutRecord, object]] = []
+    failed: list[tuple[OutRecord, Exception]] = []
+    for out in outputs:
+        try:
+            sent.append((out, await producer.send(out.topic, out.key, out.value, out.partition,
+                                                  None, out.headers)))
+        except Exception as error:  # noqa: BLE001 - reported to the caller, which decides
+            failed.append((out, error))
+    results = await asyncio.gather(*(future for _, future in sent), return_exceptions=True)
+    failed += [(out, r) for (out, _), r in zip(sent, results, strict=True)
+               if isinstance(r, Exception)]
+    return failed
+
+
+def _too_large_notice(out: OutRecord, error: Exception, dlq_topic: str) -> OutRecord:
+    log.error("an output of %d bytes for %s is larger than the broker accepts (%s); "
+              "sending a dead-letter notice instead", len(out.value), out.topic,
+              type(error).__name__)
+    return too_large_notice(out, dlq_topic)
 
 
 def _add_pages(worker: Worker) -> None:

@@ -16,7 +16,7 @@ from typing import Protocol
 import orjson
 
 from stream.accounting import Tally
-from stream.engine import Engine, KafkaSource, Session, SessionState, Verdict
+from stream.engine import DeadLetter, Engine, KafkaSource, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
 from stream.settings import Settings
 
@@ -38,6 +38,7 @@ class OutRecord:
     partition: int
     key: bytes | None
     value: bytes
+    source: KafkaSource
     headers: list[tuple[str, bytes]] | None = None
 
 
@@ -118,7 +119,7 @@ class BatchProcessor:
                 opened = self._session(session_id, record.partition)
                 verdict = self.engine.process(opened.session, record.value, source)
             self.tally.add(verdict)
-            outputs += self._outputs(record, verdict)
+            outputs += self._outputs(source, record.key, verdict)
         return outputs
 
     def flush(self, now: float) -> None:
@@ -154,21 +155,38 @@ class BatchProcessor:
             return SessionState()
         return stored.state if stored is not None else SessionState()
 
-    def _outputs(self, record: InRecord, verdict: Verdict) -> Iterator[OutRecord]:
+    def _outputs(self, source: KafkaSource, key: bytes | None,
+                 verdict: Verdict) -> Iterator[OutRecord]:
         settings = self.settings
+        partition = source.partition
         if verdict.output is not None:
-            yield OutRecord(settings.clean_topic, record.partition, record.key, verdict.output)
+            yield OutRecord(settings.clean_topic, partition, key, verdict.output, source)
         for alert in verdict.alerts:
-            yield OutRecord(settings.alerts_topic, record.partition, record.key, alert.to_bytes())
+            yield OutRecord(settings.alerts_topic, partition, key, alert.to_bytes(), source)
         letter = verdict.dead_letter
         if letter is not None:
-            headers = [
-                ("reason", letter.reason.encode()),
-                ("source", f"{record.topic}/{record.partition}/{record.offset}".encode()),
-            ]
+            headers = [("reason", letter.reason.encode()), ("source", _source_header(source))]
             yield OutRecord(
-                settings.dlq_topic, record.partition, record.key, letter.to_bytes(), headers
+                settings.dlq_topic, partition, key, letter.to_bytes(), source, headers
             )
+
+
+def too_large_notice(out: OutRecord, dlq_topic: str) -> OutRecord:
+    """A dead letter standing in for an output the broker refuses as too large: where it
+    came from and how large it was, without the bytes."""
+    reason = f"{len(out.value)}-byte output for {out.topic} is larger than the broker accepts"
+    letter = DeadLetter(_key_text(out.key), out.source, reason, b"")
+    body = {**letter.as_json(), "raw_encoding": "omitted"}
+    return OutRecord(dlq_topic, out.partition, out.key, orjson.dumps(body), out.source,
+                     [("reason", reason.encode()), ("source", _source_header(out.source))])
+
+
+def _key_text(key: bytes | None) -> str:
+    return key.decode("utf-8", "backslashreplace") if key is not None else ""
+
+
+def _source_header(source: KafkaSource) -> bytes:
+    return f"{source.topic}/{source.partition}/{source.offset}".encode()
 
 
 def _session_id(key: bytes | None) -> tuple[str, str | None]:

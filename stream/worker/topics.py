@@ -19,8 +19,11 @@ from stream.settings import Settings
 
 log = logging.getLogger(__name__)
 
-COMPACTED = {"cleanup.policy": "compact", "retention.ms": "-1"}
-RETAINED = {"retention.ms": "-1"}
+# Transcript lines with images or long tool results reach megabytes; Kafka's default 1 MB
+# limit would turn them into poison pills.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+RETAINED = {"retention.ms": "-1", "max.message.bytes": str(MAX_RECORD_BYTES)}
+COMPACTED = {**RETAINED, "cleanup.policy": "compact"}
 _METADATA_ROUNDS = 20
 
 

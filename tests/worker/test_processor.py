@@ -155,3 +155,24 @@ def test_an_idle_session_stores_a_few_hundred_bytes() -> None:
     processor.flush(now=1000.0)
     assert len(store.states["s1"]) <= 300
     assert max(len(value) for value in store.memory.values()) <= 120
+
+
+def test_an_output_too_large_for_the_broker_becomes_a_dead_letter_notice() -> None:
+    import json
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+
+    from stream.worker.processor import too_large_notice
+
+    processor = BatchProcessor(Engine(), DictStore(), SETTINGS)
+    kept = processor.process(records("s1", session_lines()[:1]))[0]
+    notice = too_large_notice(kept, SETTINGS.dlq_topic)
+    body = orjson.loads(notice.value)
+    schema = json.loads((Path(__file__).parents[2] / "schemas" / "dead-letter.schema.json")
+                        .read_text())
+    Draft202012Validator(schema).validate(body)
+    assert (notice.topic, notice.partition, notice.key) == (SETTINGS.dlq_topic, 2, b"s1")
+    assert body["raw_encoding"] == "omitted" and body["raw"] == ""
+    assert body["source"] == {"topic": "events", "partition": 2, "offset": 0}
+    assert str(len(kept.value)) in body["reason"]
