@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-kafka lint kafka clean
+.PHONY: run test test-kafka chaos lint kafka clean
 
 run: $(VENV)/.installed
 	$(BIN)/session-stream dev
@@ -14,6 +14,11 @@ test: $(VENV)/.installed
 # The integration tests again, against Apache Kafka assembled from Maven Central.
 test-kafka: $(VENV)/.installed
 	SESSION_STREAM_TEST_BROKER=kafka $(BIN)/python -m pytest -q -m integration
+
+# The reliability tests at the issue's size, against Apache Kafka (several minutes).
+chaos: $(VENV)/.installed
+	CHAOS_ENTRIES=50000 CHAOS_SESSIONS=2000 CHAOS_KILLS=5 SESSION_STREAM_TEST_BROKER=kafka \
+		$(BIN)/python -m pytest -q tests/chaos
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
