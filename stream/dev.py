@@ -24,6 +24,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream.brokers import RunningBroker, free_port, start_broker
 from stream.produce import produce_files
+from stream.security import client_options
 from stream.settings import ENV_PREFIX, OPTIONS, Settings, add_options
 from stream.tail import format_record
 
@@ -101,7 +102,7 @@ async def _wait_for_worker(settings: Settings, timeout: float = 120.0) -> None:
 async def _watch(settings: Settings, until_idle: float | None) -> None:
     roles = {settings.clean_topic: "clean", settings.alerts_topic: "alerts",
              settings.dlq_topic: "dlq"}
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
     await consumer.start()
     counts: Counter[str] = Counter()
     alerts: Counter[str] = Counter()

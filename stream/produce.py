@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from stream.brokers import create_topics
+from stream.security import client_options
 from stream.sessions import find_session_files, open_lines, session_id_of
 from stream.settings import Settings, add_options
 
@@ -59,7 +60,7 @@ def make_producer(settings: Settings) -> AIOKafkaProducer:
     Idempotence stays off: Tansu rejects aiokafka's InitProducerId.
     """
     return AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap,
+        **client_options(settings),
         acks="all",
         enable_idempotence=False,
         linger_ms=10,
@@ -150,6 +151,7 @@ def main(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
             settings.bootstrap,
             {settings.input_topic: settings.partitions},
             replication_factor=settings.replication,
+            client_options=client_options(settings),
         )
         report = asyncio.run(produce_files(settings, args.paths))
     except KafkaError as error:

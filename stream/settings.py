@@ -67,6 +67,13 @@ OPTIONS: tuple[Option, ...] = (
            "(seconds)", _seconds),
     Option("session_timeout", 10.0, "consumer group session timeout (seconds)", float),
     Option("log_level", "info", "worker log level (debug, info, warn, error)"),
+    Option("security_protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+    Option("ssl_cafile", "", "CA certificate (PEM) that signed the broker's certificate"),
+    Option("ssl_certfile", "", "client certificate (PEM), for brokers that require one"),
+    Option("ssl_keyfile", "", "private key (PEM) of the client certificate"),
+    Option("sasl_mechanism", "PLAIN", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    Option("sasl_username", "", "SASL user name"),
+    Option("sasl_password", "", "SASL password (prefer the environment variable to the flag)"),
 )
 
 
@@ -92,6 +99,13 @@ class Settings:
     startup_deadline: float
     session_timeout: float
     log_level: str
+    security_protocol: str
+    ssl_cafile: str
+    ssl_certfile: str
+    ssl_keyfile: str
+    sasl_mechanism: str
+    sasl_username: str
+    sasl_password: str
 
     @property
     def bootstrap(self) -> str:

@@ -21,6 +21,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
+from stream.security import client_options
 from stream.settings import Settings, add_options
 
 ROLES = ("alerts", "clean", "dlq", "input")
@@ -58,7 +59,7 @@ async def read_topic(
     Close the iterator (`contextlib.aclosing`) when leaving it early, which stops the consumer.
     """
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.bootstrap,
+        **client_options(settings),
         group_id=None,
         enable_auto_commit=False,
         request_timeout_ms=REQUEST_TIMEOUT_MS,

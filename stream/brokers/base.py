@@ -183,11 +183,15 @@ def wait_ready(
 def create_topics(
     bootstrap: str,
     names: Mapping[str, int] | Iterable[str],
+    *,
     partitions: int = 1,
     config: Mapping[str, str] | None = None,
     replication_factor: int = 1,
+    client_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Create topics, ignoring those that already exist.
+
+    `client_options` are aiokafka client arguments (TLS, SASL); by default plain `bootstrap`.
 
     `names` maps topic to partition count, or lists topics that all get `partitions`.
     An empty or missing `config` becomes DEFAULT_TOPIC_CONFIG (see there why).
@@ -199,7 +203,7 @@ def create_topics(
         for name, count in counts.items()
     ]
     if new_topics:
-        run_sync(lambda: _create_topics(bootstrap, new_topics))
+        run_sync(lambda: _create_topics(bootstrap, new_topics, client_options))
 
 
 def run_sync(make_coro: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
@@ -226,8 +230,12 @@ async def _answers_metadata(bootstrap: str) -> bool:
         await client.close()
 
 
-async def _create_topics(bootstrap: str, new_topics: list[NewTopic]) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+async def _create_topics(
+    bootstrap: str, new_topics: list[NewTopic], options: Mapping[str, Any] | None
+) -> None:
+    admin = AIOKafkaAdminClient(
+        **(options or {"bootstrap_servers": bootstrap}), request_timeout_ms=30000
+    )
     await admin.start()
     try:
         response = await admin.create_topics(new_topics)

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import faust
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from faust.types import EventT, StreamT
-from prometheus_client import generate_latest
 
 from stream.engine import Engine, Limits
+from stream.security import client_options, faust_credentials
 from stream.settings import Settings
 from stream.worker import highwaters
-from stream.worker.metrics import registry_for
+from stream.worker.metrics import Readings, WorkerMetrics
 from stream.worker.processor import BatchProcessor, InRecord, OutRecord, too_large_notice
 from stream.worker.tables import FaustStateStore
 from stream.worker.topics import MAX_RECORD_BYTES
@@ -34,6 +34,7 @@ class Worker:
     processor: BatchProcessor
     store: FaustStateStore
     settings: Settings
+    metrics: WorkerMetrics
 
 
 def changelog_topics(settings: Settings) -> list[str]:
@@ -41,10 +42,11 @@ def changelog_topics(settings: Settings) -> list[str]:
 
 
 def create_app(settings: Settings) -> Worker:
-    highwaters.install(settings.bootstrap)
+    highwaters.install(client_options(settings))
     app = faust.App(
         settings.app_id,
         broker=settings.broker,
+        broker_credentials=faust_credentials(settings),
         store=settings.store,
         datadir=settings.data_dir,
         autodiscover=False,
@@ -82,7 +84,13 @@ def create_app(settings: Settings) -> Worker:
         value_serializer="raw",
         partitions=settings.partitions,
     )
-    worker = Worker(app, processor, store, settings)
+    metrics = WorkerMetrics(Readings(
+        processor.tally,
+        lambda: dict(processor.outputs_by_topic),
+        store.size,
+        lambda: _lag(app, settings.input_topic, processor.positions),
+    ))
+    worker = Worker(app, processor, store, settings, metrics)
     app.agent(source, name="clean")(_agent(worker))
     _add_pages(worker)
     return worker
@@ -98,9 +106,12 @@ def _agent(worker: Worker):
         # until the broker has every output (resending is harmless: same bytes, same ids).
         nonlocal last_sweep
         async for events in stream.take_events(settings.batch_size, settings.batch_within):
-            outputs = worker.processor.process(_records(events))
+            started = time.monotonic()
+            records = _records(events)
+            outputs = worker.processor.process(records)
             await _deliver_until_done(worker.app, outputs, settings.dlq_topic)
             worker.processor.flush(time.time())
+            _observe(worker.metrics, records, started)
             if time.monotonic() - last_sweep >= settings.ttl_sweep_interval:
                 last_sweep = time.monotonic()
                 expired = worker.processor.expire(time.time())
@@ -113,9 +124,17 @@ def _agent(worker: Worker):
 
 def _records(events: list[EventT]) -> list[InRecord]:
     return [
-        InRecord(m.topic, m.partition, m.offset, m.key, m.value)
+        InRecord(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp)
         for m in (event.message for event in events)
     ]
+
+
+def _observe(metrics: WorkerMetrics, records: list[InRecord], started: float) -> None:
+    metrics.batch_seconds.observe(time.monotonic() - started)
+    now = time.time()
+    for record in records:
+        if record.timestamp:
+            metrics.record_latency.observe(max(0.0, now - record.timestamp))
 
 
 async def _deliver_until_done(app: faust.App, outputs: list[OutRecord], dlq_topic: str) -> None:
@@ -159,9 +178,19 @@ def _too_large_notice(out: OutRecord, error: Exception, dlq_topic: str) -> OutRe
     return too_large_notice(out, dlq_topic)
 
 
+def _lag(app: faust.App, topic: str, positions: dict[int, int]) -> dict[int, int]:
+    """Records behind the newest one the consumer has seen, per assigned input partition."""
+    lag = {}
+    for tp in app.consumer.assignment():
+        if tp.topic == topic:
+            highwater = app.consumer.highwater(tp)
+            if highwater is not None:
+                lag[tp.partition] = max(0, highwater - positions.get(tp.partition, highwater))
+    return lag
+
+
 def _add_pages(worker: Worker) -> None:
-    app, processor, store = worker.app, worker.processor, worker.store
-    registry = registry_for(processor.tally, store.size)
+    app, processor, store, metrics = worker.app, worker.processor, worker.store, worker.metrics
 
     @app.page("/stats")
     async def stats(web, request):
@@ -176,5 +205,5 @@ def _add_pages(worker: Worker) -> None:
         return web.json(body)
 
     @app.page("/metrics")
-    async def metrics(web, request):
-        return web.bytes(generate_latest(registry), content_type="text/plain; version=0.0.4")
+    async def prometheus(web, request):
+        return web.bytes(metrics.text(), content_type="text/plain; version=0.0.4")

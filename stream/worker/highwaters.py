@@ -19,13 +19,13 @@ _FETCH_ROUNDS = 25
 
 
 async def fetched_highwaters(
-    bootstrap: str, listed: Mapping[TP, int]
+    options: dict, listed: Mapping[TP, int]
 ) -> dict[TopicPartition, int]:
     wanted = {TopicPartition(tp.topic, tp.partition): end for tp, end in listed.items() if end}
     if not wanted:
         return {}
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=1024
+        **options, enable_auto_commit=False, max_partition_fetch_bytes=1024
     )
     await consumer.start()
     try:
@@ -41,13 +41,13 @@ async def fetched_highwaters(
         await consumer.stop()
 
 
-def install(bootstrap: str) -> None:
+def install(options: dict) -> None:
     """Make every Faust consumer in this process take the larger of the two end offsets."""
 
     async def _highwaters(self: AIOKafkaConsumerThread, partitions: Sequence[TP]):
         consumer = self._ensure_consumer()
         listed = await consumer.end_offsets(partitions)
-        fetched = await fetched_highwaters(bootstrap, listed)
+        fetched = await fetched_highwaters(options, listed)
         return {
             tp: max(end, fetched.get(TopicPartition(tp.topic, tp.partition), 0))
             for tp, end in listed.items()

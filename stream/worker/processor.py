@@ -9,6 +9,7 @@ against the new state, which the engine recognises by source offset.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -30,6 +31,7 @@ class InRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    timestamp: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,9 @@ class BatchProcessor:
     store: StateStore
     settings: Settings
     tally: Tally = field(default_factory=Tally)
+    outputs_by_topic: Counter[str] = field(default_factory=Counter)
+    # the next offset to process, per input partition: what lag is measured against
+    positions: dict[int, int] = field(default_factory=dict)
     _open: dict[str, _Open] = field(default_factory=dict)
 
     def process(self, records: Iterable[InRecord]) -> list[OutRecord]:
@@ -120,6 +125,8 @@ class BatchProcessor:
                 verdict = self.engine.process(opened.session, record.value, source)
             self.tally.add(verdict)
             outputs += self._outputs(source, record.key, verdict)
+            self.positions[record.partition] = record.offset + 1
+        self.outputs_by_topic.update(out.topic for out in outputs)
         return outputs
 
     def flush(self, now: float) -> None:

@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
 from stream.brokers.base import create_topics, run_sync
+from stream.security import client_options
 from stream.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def wait_for_broker(settings: Settings, deadline_s: float) -> None:
     delay = 0.25
     while True:
         try:
-            run_sync(lambda: _partition_counts(settings.bootstrap, []))
+            run_sync(lambda: _partition_counts(client_options(settings), []))
             return
         except (KafkaError, OSError) as error:
             if time.monotonic() + delay > stop_at:
@@ -57,11 +58,14 @@ def wait_for_broker(settings: Settings, deadline_s: float) -> None:
 
 def ensure_topics(settings: Settings, changelogs: list[str]) -> None:
     plain = [settings.input_topic, *settings.output_topics]
+    options = client_options(settings)
     create_topics(settings.bootstrap, dict.fromkeys(plain, settings.partitions),
-                  config=RETAINED, replication_factor=settings.replication)
+                  config=RETAINED, replication_factor=settings.replication,
+                  client_options=options)
     create_topics(settings.bootstrap, dict.fromkeys(changelogs, settings.partitions),
-                  config=COMPACTED, replication_factor=settings.replication)
-    counts = run_sync(lambda: _partition_counts(settings.bootstrap, plain + changelogs))
+                  config=COMPACTED, replication_factor=settings.replication,
+                  client_options=options)
+    counts = run_sync(lambda: _partition_counts(options, plain + changelogs))
     wrong = {topic: n for topic, n in counts.items() if n != settings.partitions}
     if wrong:
         raise TopicMismatch(
@@ -70,10 +74,10 @@ def ensure_topics(settings: Settings, changelogs: list[str]) -> None:
         )
 
 
-async def _partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
+async def _partition_counts(options: dict, topics: list[str]) -> dict[str, int]:
     """Partition counts as the cluster reports them; a topic created a moment ago may take a
     few metadata rounds to appear (Apache Kafka propagates it asynchronously)."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    client = AIOKafkaClient(**options, request_timeout_ms=5000)
     try:
         await asyncio.wait_for(client.bootstrap(), 10)
         counts: dict[str, int] = {}

@@ -1,0 +1,58 @@
+"""Broker TLS and SASL, configured once in Settings and handed to every Kafka client."""
+
+from __future__ import annotations
+
+import ssl
+
+import faust
+from aiokafka.helpers import create_ssl_context
+
+from stream.settings import Settings
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+class SecurityError(ValueError):
+    """The security settings contradict each other."""
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    if "SSL" not in settings.security_protocol:
+        return None
+    return create_ssl_context(
+        cafile=settings.ssl_cafile or None,
+        certfile=settings.ssl_certfile or None,
+        keyfile=settings.ssl_keyfile or None,
+    )
+
+
+def client_options(settings: Settings) -> dict:
+    """Keyword arguments for aiokafka's producer, consumer, client and admin client."""
+    protocol = settings.security_protocol.upper()
+    if protocol not in PROTOCOLS:
+        raise SecurityError(f"unknown security protocol {protocol!r}; use one of {PROTOCOLS}")
+    options: dict = {"bootstrap_servers": settings.bootstrap, "security_protocol": protocol}
+    context = ssl_context(settings)
+    if context is not None:
+        options["ssl_context"] = context
+    if protocol.startswith("SASL"):
+        options.update(
+            sasl_mechanism=settings.sasl_mechanism,
+            sasl_plain_username=settings.sasl_username,
+            sasl_plain_password=settings.sasl_password,
+        )
+    return options
+
+
+def faust_credentials(settings: Settings) -> faust.types.auth.CredentialsT | None:
+    protocol = settings.security_protocol.upper()
+    if protocol.startswith("SASL"):
+        return faust.SASLCredentials(
+            username=settings.sasl_username,
+            password=settings.sasl_password,
+            ssl_context=ssl_context(settings),
+            mechanism=settings.sasl_mechanism,
+        )
+    if protocol == "SSL":
+        return faust.SSLCredentials(ssl_context(settings))
+    return None
