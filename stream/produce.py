@@ -23,7 +23,7 @@ from aiokafka.errors import KafkaError
 from stream.brokers import create_topics
 from stream.security import client_options
 from stream.sessions import find_session_files, open_lines, session_id_of
-from stream.settings import Settings, add_options
+from stream.settings import MAX_RECORD_BYTES, TOPIC_CONFIG, Settings, add_options
 
 # Sends awaited together: bounds the futures (and so the unsent records) held at once
 # while still letting the producer fill whole batches between waits.
@@ -51,6 +51,18 @@ class ProduceReport:
         return text
 
 
+def ensure_input_topic(settings: Settings) -> None:
+    """Published before any worker ran, the topic would be auto-created with the broker's
+    default partition count, which the worker's co-partitioned topics may not match."""
+    create_topics(
+        settings.bootstrap,
+        {settings.input_topic: settings.partitions},
+        config=TOPIC_CONFIG,
+        replication_factor=settings.replication,
+        client_options=client_options(settings),
+    )
+
+
 def make_producer(settings: Settings) -> AIOKafkaProducer:
     """The producer every source of session events uses; call it inside the event loop.
 
@@ -65,6 +77,8 @@ def make_producer(settings: Settings) -> AIOKafkaProducer:
         enable_idempotence=False,
         linger_ms=10,
         max_batch_size=1024 * 1024,
+        # what the worker's topics accept (see MAX_RECORD_BYTES)
+        max_request_size=MAX_RECORD_BYTES,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
     )
 
@@ -145,14 +159,7 @@ def main(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
     stderr = stderr or sys.stderr
     settings = Settings.load(args)
     try:
-        # Published before any worker ran, the topic would be auto-created with the broker's
-        # default partition count, which the worker's co-partitioned topics may not match.
-        create_topics(
-            settings.bootstrap,
-            {settings.input_topic: settings.partitions},
-            replication_factor=settings.replication,
-            client_options=client_options(settings),
-        )
+        ensure_input_topic(settings)
         report = asyncio.run(produce_files(settings, args.paths))
     except KafkaError as error:
         print(

@@ -15,6 +15,11 @@ from stream.engine.context import DEFAULT_MAX_IDS
 
 ENV_PREFIX = "SESSION_STREAM_"
 
+# Transcript lines with images or long tool results reach megabytes; Kafka's default 1 MB
+# limit would turn them into poison pills. Every topic of the project is created with this.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+TOPIC_CONFIG = {"retention.ms": "-1", "max.message.bytes": str(MAX_RECORD_BYTES)}
+
 
 @dataclass(frozen=True)
 class Option:

@@ -13,12 +13,11 @@ from faust.types import EventT, StreamT
 
 from stream.engine import Engine, Limits
 from stream.security import client_options, faust_credentials
-from stream.settings import Settings
+from stream.settings import MAX_RECORD_BYTES, Settings
 from stream.worker import highwaters
 from stream.worker.metrics import Readings, WorkerMetrics
 from stream.worker.processor import BatchProcessor, InRecord, OutRecord, too_large_notice
 from stream.worker.tables import FaustStateStore
-from stream.worker.topics import MAX_RECORD_BYTES
 
 log = logging.getLogger(__name__)
 

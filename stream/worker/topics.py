@@ -16,15 +16,11 @@ from aiokafka.errors import KafkaError
 
 from stream.brokers.base import create_topics, run_sync
 from stream.security import client_options
-from stream.settings import Settings
+from stream.settings import TOPIC_CONFIG, Settings
 
 log = logging.getLogger(__name__)
 
-# Transcript lines with images or long tool results reach megabytes; Kafka's default 1 MB
-# limit would turn them into poison pills.
-MAX_RECORD_BYTES = 16 * 1024 * 1024
-RETAINED = {"retention.ms": "-1", "max.message.bytes": str(MAX_RECORD_BYTES)}
-COMPACTED = {**RETAINED, "cleanup.policy": "compact"}
+COMPACTED = {**TOPIC_CONFIG, "cleanup.policy": "compact"}
 _METADATA_ROUNDS = 20
 
 
@@ -60,7 +56,7 @@ def ensure_topics(settings: Settings, changelogs: list[str]) -> None:
     plain = [settings.input_topic, *settings.output_topics]
     options = client_options(settings)
     create_topics(settings.bootstrap, dict.fromkeys(plain, settings.partitions),
-                  config=RETAINED, replication_factor=settings.replication,
+                  config=TOPIC_CONFIG, replication_factor=settings.replication,
                   client_options=options)
     create_topics(settings.bootstrap, dict.fromkeys(changelogs, settings.partitions),
                   config=COMPACTED, replication_factor=settings.replication,

@@ -1,0 +1,168 @@
+"""What the live sources share: the poll, send, checkpoint loop and the command-line plumbing.
+
+A source only reads: `poll()` says which records are new and where the source will stand once
+they are delivered, without moving. The loop sends them through the producer of
+`stream.produce` (acks=all, a bounded window of unacknowledged sends) and only then calls
+`commit()`, which moves the source and saves its checkpoint. A crash between the two re-sends
+the batch on restart (at-least-once; the worker drops repeated entry ids), and never skips it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, Protocol, TextIO, TypeVar
+
+from aiokafka.errors import KafkaError
+
+from stream.produce import ensure_input_topic, make_producer, send_records
+from stream.settings import Settings, add_options
+from stream.sources.checkpoint import CheckpointError
+
+Record = tuple[bytes, bytes]
+Send = Callable[[list[Record]], Awaitable[object]]
+P = TypeVar("P")
+DEFAULT_POLL_INTERVAL = 1.0
+
+
+class SourceError(RuntimeError):
+    """The source cannot go on: its input is missing, unreadable or needs a missing module."""
+
+
+@dataclass(frozen=True)
+class Batch(Generic[P]):
+    records: list[Record]
+    position: P  # where the source stands once `records` are acknowledged
+    more: bool = False  # a read limit cut the batch short: poll again without waiting
+
+
+class Source(Protocol[P]):
+    def poll(self) -> Batch[P]: ...
+
+    def commit(self, batch: Batch[P]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+async def pump(
+    source: Source[P],
+    send: Send,
+    *,
+    poll_interval: float,
+    once: bool,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Poll, send, commit until `stop` is set (or, with `once`, until nothing is left to read).
+
+    Returns the number of records sent. A failing send raises before the commit.
+    """
+    stop = stop or asyncio.Event()
+    sent = 0
+    while not stop.is_set():
+        batch = source.poll()
+        if batch.records:
+            await send(batch.records)
+            sent += len(batch.records)
+        source.commit(batch)
+        if batch.more:
+            continue
+        if once:
+            break
+        with suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), poll_interval)
+    return sent
+
+
+async def publish(settings: Settings, source: Source[P], poll_interval: float, once: bool) -> int:
+    """Run `pump` with the shared producer until done or SIGINT/SIGTERM; returns records sent."""
+    producer = make_producer(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # Stopping between batches lets the last acknowledged batch be checkpointed, so a
+    # container stop does not cause re-sends.
+    for number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(number, stop.set)
+    try:
+        await producer.start()
+
+        async def send(records: list[Record]) -> None:
+            await send_records(producer, settings.input_topic, records)
+
+        return await pump(source, send, poll_interval=poll_interval, once=once, stop=stop)
+    finally:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(number)
+        await producer.stop()
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, default_checkpoint: str) -> None:
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=Path(default_checkpoint),
+        metavar="FILE",
+        help="where the position is kept across restarts (default %(default)s)",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=_positive_seconds,
+        default=DEFAULT_POLL_INTERVAL,
+        metavar="S",
+        help="seconds between looks for new data (default %(default)s)",
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="publish what is there now, then exit (for tests and cron)",
+    )
+    add_options(parser, ("broker", "partitions", "replication", "input_topic"))
+
+
+def _positive_seconds(text: str) -> float:
+    seconds = float(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return seconds
+
+
+def run(
+    name: str,
+    open_source: Callable[[], Source[P]],
+    args: argparse.Namespace,
+    stderr: TextIO | None = None,
+) -> int:
+    """The body of a source command's main(): exit 0 when stopped or done, 1 on any failure."""
+    stderr = stderr or sys.stderr
+    logging.basicConfig(
+        level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
+    )
+    settings = Settings.load(args)
+    try:
+        source = open_source()
+    except (CheckpointError, SourceError) as error:
+        print(f"session-stream {name}: {error}", file=stderr)
+        return 1
+    try:
+        ensure_input_topic(settings)
+        sent = asyncio.run(publish(settings, source, args.poll_interval, args.once))
+    except KafkaError as error:
+        print(
+            f"session-stream {name}: cannot publish to the Kafka broker at "
+            f"{settings.bootstrap}: {error}",
+            file=stderr,
+        )
+        return 1
+    except (SourceError, OSError) as error:
+        print(f"session-stream {name}: {error}", file=stderr)
+        return 1
+    finally:
+        source.close()
+    print(f"session-stream {name}: published {sent} records to {settings.input_topic}", file=stderr)
+    return 0
