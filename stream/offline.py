@@ -11,7 +11,13 @@ from typing import BinaryIO
 
 from stream.accounting import Tally
 from stream.engine import DictMemory, Engine, FileSource, Limits, Session, SessionState, Verdict
-from stream.sessions import find_session_files, open_lines, session_id_of
+from stream.sessions import (
+    READ_ERRORS,
+    find_session_files,
+    open_lines,
+    read_error_reason,
+    session_id_of,
+)
 
 
 class UsageError(ValueError):
@@ -71,9 +77,10 @@ def run(job: CleanJob, engine: Engine, stdout: BinaryIO, stderr) -> int:
         for found, given in job.inputs:
             try:
                 lines = list(open_lines(found))
-            except OSError as error:
+            except READ_ERRORS as error:
                 unreadable += 1
-                print(f"session-stream: cannot read {found}: {error.strerror}", file=stderr)
+                print(f"session-stream: cannot read {found}: {read_error_reason(error)}",
+                      file=stderr)
                 continue
             session_id = session_id_of(found, lines[0][1] if lines else None)
             with ExitStack() as per_file:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import zlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,7 +21,13 @@ from aiokafka.errors import KafkaError
 
 from stream.brokers import create_topics
 from stream.security import client_options
-from stream.sessions import find_session_files, open_lines, session_id_of
+from stream.sessions import (
+    READ_ERRORS,
+    find_session_files,
+    open_lines,
+    read_error_reason,
+    session_id_of,
+)
 from stream.settings import MAX_RECORD_BYTES, TOPIC_CONFIG, Settings, add_options
 
 # Sends awaited together: bounds the futures (and so the unsent records) held at once
@@ -30,8 +35,6 @@ from stream.settings import MAX_RECORD_BYTES, TOPIC_CONFIG, Settings, add_option
 SEND_WINDOW = 1000
 # Bounds start-up against a dead or unreachable broker, and every produce request.
 REQUEST_TIMEOUT_MS = 15_000
-# A gzip file can fail part-way through; these are the ways it does.
-_READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
 @dataclass
@@ -129,8 +132,8 @@ async def produce_files(settings: Settings, paths: list[str]) -> ProduceReport:
             for path in find_session_files(given):
                 try:
                     session_id, lines = read_session(path)
-                except _READ_ERRORS as error:
-                    report.unreadable.append((path, _reason(error)))
+                except READ_ERRORS as error:
+                    report.unreadable.append((path, read_error_reason(error)))
                     continue
                 key = session_id.encode("utf-8")
                 sent = await send_records(
@@ -143,10 +146,6 @@ async def produce_files(settings: Settings, paths: list[str]) -> ProduceReport:
     finally:
         await producer.stop()
     return report
-
-
-def _reason(error: BaseException) -> str:
-    return getattr(error, "strerror", None) or str(error) or type(error).__name__
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

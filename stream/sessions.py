@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,14 @@ import orjson
 
 # Compaction checkpoints and locks sit beside the sessions but are not transcripts.
 _SKIPPED = re.compile(r"\.checkpoint\.|\.lock$|^sessions\.json$")
+
+
+# A gzip file can fail part-way through; these are the ways reading a session file fails.
+READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def read_error_reason(error: BaseException) -> str:
+    return getattr(error, "strerror", None) or str(error) or type(error).__name__
 
 
 def is_session_file(path: Path) -> bool:

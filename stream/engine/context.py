@@ -8,7 +8,6 @@ from stream.engine.entry import Entry
 from stream.engine.records import Action, Alert, Severity, Source, alert_id
 from stream.engine.state import START_SEEN, Session, SessionState
 
-
 DEFAULT_MAX_IDS = 10_000
 
 
@@ -60,11 +59,18 @@ class Context:
         action: Action = Action.KEPT,
         discriminator: str = "",
         entry_id: str | None = None,
+        about_session: bool = False,
     ) -> Alert:
-        entry_id = entry_id or self.entry.id
+        """An alert about this entry, or another one (`entry_id`); one `about_session` names
+        no entry (its `related` is the entry that raised it), so an entry that is also dropped
+        carries no second alert, and alerts with action "dropped" count the drops."""
+        entry_id = None if about_session else entry_id or self.entry.id
         made = Alert(
             id=alert_id(
-                self.session.id, kind, entry_id, discriminator or f"{self.entry.fingerprint:x}"
+                self.session.id,
+                kind,
+                entry_id or self.entry.id,
+                discriminator or f"{self.entry.fingerprint:x}",
             ),
             kind=kind,
             severity=severity,

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import traceback
-
-import orjson
 
 from stream.engine.context import Context, Limits
 from stream.engine.entry import Entry, MalformedEntry, parse
@@ -20,9 +19,7 @@ from stream.engine.records import (
 from stream.engine.rules import echoes, identity, replies, structure
 from stream.engine.rules.drops import Drop, drop_alert
 from stream.engine.rules.identity import (
-    E_ANCESTOR,
     E_CHILD,
-    E_FP,
     E_RELATED,
     E_RULE,
     E_SRC,
@@ -65,12 +62,12 @@ class Engine:
         try:
             entry = parse(raw)
         except MalformedEntry as error:
-            return _dead_letter(session.id, raw, source, str(error))
+            return dead_letter_verdict(session.id, raw, source, str(error))
         ctx = Context(session, entry, source, _source_hash(source), self.limits)
         try:
             verdict = self._replay(ctx) if replay else self._decide(ctx)
         except Exception as error:  # noqa: BLE001 - one bad record must not stop a partition
-            return _dead_letter(session.id, raw, source, _engine_error(error))
+            return dead_letter_verdict(session.id, raw, source, _engine_error(error))
         verdict.alerts = ctx.alerts
         return verdict
 
@@ -79,8 +76,9 @@ class Engine:
         if entry.type == "session":
             if state.start == START_UNKNOWN:
                 state.start = START_HEADER
-            return Verdict(Action.KEPT, entry.raw)
-        if state.start in (START_UNKNOWN, START_HEADER):
+            if entry.id is None:
+                return Verdict(Action.KEPT, entry.raw)
+        elif state.start in (START_UNKNOWN, START_HEADER):
             from_start = state.start == START_HEADER and entry.parent_id is None
             state.start = START_SEEN if from_start else START_PARTIAL
         state.seq += 1
@@ -103,7 +101,11 @@ class Engine:
                 )
             drop_alert(ctx, drop)
             return Verdict(Action.DROPPED, drop_rule=drop.rule.name)
-        return self._keep(ctx, first_occurrence=record is None)
+        verdict = self._keep(ctx, first_occurrence=record is None)
+        if record is not None:
+            # A conflicting version is kept, so it is part of its turn (a user one opens a turn).
+            _advance_turn(ctx)
+        return verdict
 
     def _keep(self, ctx: Context, first_occurrence: bool) -> Verdict:
         entry = ctx.entry
@@ -128,13 +130,7 @@ class Engine:
         return Verdict(Action.KEPT, output)
 
     def _kept_ancestor(self, ctx: Context, parent_id: str | None) -> str | None:
-        """The nearest kept entry up the parent chain: dropped entries remember theirs."""
-        if parent_id is None:
-            return None
-        parent = ctx.recall("e:" + parent_id)
-        if parent is None or parent[E_RULE] is None:
-            return parent_id
-        return parent[E_ANCESTOR]
+        return identity.kept_ancestor(ctx, parent_id)
 
     def _replay(self, ctx: Context) -> Verdict:
         """Rebuild the verdict of a record processed before, from what it left in memory."""
@@ -146,10 +142,10 @@ class Engine:
             # Forgotten (outside the window) or never written: keep it, as a new entry would be.
             return Verdict(Action.KEPT, entry.raw)
         if record[E_SRC] != ctx.source_hash:
-            if record[E_FP] == entry.fingerprint:
-                drop_alert(ctx, Drop(identity.REDELIVERY, entry.id))
+            drop = identity.redelivery(ctx, record)
+            if drop is not None:
+                drop_alert(ctx, drop)
                 return Verdict(Action.DROPPED, drop_rule=identity.REDELIVERY.name)
-            identity.redelivery(ctx, record)
             return self._keep(ctx, first_occurrence=False)
         if record[E_RULE] is not None:
             drop_alert(ctx, Drop(DROP_RULES[record[E_RULE]], record[E_RELATED]))
@@ -186,9 +182,15 @@ def _advance_turn(ctx: Context) -> None:
 
 
 def _reparented(entry: Entry, parent_id: str | None) -> bytes:
-    value = dict(entry.value)
+    # Re-read with the stdlib: orjson reads integers beyond 64 bits as floats (or not at all),
+    # and the rest of the entry must pass on unchanged.
+    value = json.loads(entry.raw)
     value["parentId"] = parent_id
-    return orjson.dumps(value)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate escape: keep it escaped
+        return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def _engine_error(error: Exception) -> str:
@@ -201,7 +203,7 @@ def _source_hash(source: Source) -> int:
     return digest64(f"{source.origin}\x00{source.position}".encode())
 
 
-def _dead_letter(session_id: str, raw: bytes, source: Source, reason: str) -> Verdict:
+def dead_letter_verdict(session_id: str, raw: bytes, source: Source, reason: str) -> Verdict:
     letter = DeadLetter(session_id, source, reason, raw)
     alert = _malformed_alert(session_id, raw, source, reason)
     return Verdict(Action.DEAD_LETTERED, alerts=[alert], dead_letter=letter)

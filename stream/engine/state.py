@@ -79,12 +79,19 @@ class SessionState:
         self.reply_id = None
         self.pending_calls = []
 
+    def to_list(self) -> list:
+        return [getattr(self, name) for name in _FIELD_NAMES]
+
+    @classmethod
+    def from_list(cls, values: list) -> SessionState:
+        return cls(*values)
+
     def to_bytes(self) -> bytes:
-        return orjson.dumps([getattr(self, name) for name in _FIELD_NAMES])
+        return orjson.dumps(self.to_list())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SessionState:
-        return cls(*orjson.loads(data))
+        return cls.from_list(orjson.loads(data))
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(SessionState))

@@ -126,7 +126,8 @@ def test_worker_gives_the_offline_results(broker, tmp_path: Path) -> None:
     assert f'session_stream_output_records_total{{topic="{settings.dlq_topic}"}} 3.0' in metrics
     assert "session_stream_batch_seconds_count" in metrics
     assert "session_stream_record_latency_seconds_bucket" in metrics
-    lags = [line for line in metrics.splitlines() if line.startswith("session_stream_consumer_lag{")]
+    lags = [line for line in metrics.splitlines()
+            if line.startswith("session_stream_consumer_lag{")]
     assert len(lags) == settings.partitions and all(line.endswith(" 0.0") for line in lags)
 
 

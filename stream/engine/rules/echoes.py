@@ -10,6 +10,7 @@ from stream.engine.context import Context
 from stream.engine.entry import Entry
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule, text_evidence
+from stream.engine.rules.identity import kept_ancestor
 from stream.engine.state import ASSISTANT
 from stream.engine.text import digest64
 
@@ -80,7 +81,8 @@ def cleaned_child_duplicate(ctx: Context) -> Drop | None:
     if (
         entry.is_text_only
         and state.prev_id is not None
-        and entry.parent_id == state.prev_id
+        # the parent as the cleaned output names it, so that cleaning twice changes nothing
+        and kept_ancestor(ctx, entry.parent_id) == state.prev_id
         and entry.text_hash == state.prev_text_hash
     ):
         return Drop(CLEANED_CHILD_DUPLICATE, state.prev_id)

@@ -25,7 +25,8 @@ IDEMPOTENT_REPLAY = DropRule(
 
 # Memory values: "e:<id>" -> [seq, fingerprint, source hash, drop rule, related id, kept
 # ancestor, first kept child]; "k:<key>" -> [seq, content fingerprint, entry id];
-# "i:<scope>\0<role>\0<fingerprint>" -> [seq, entry id].
+# "i:<scope>\0<role>\0<fingerprint>" -> [seq, entry id]; "v:<id>\0<fingerprint>" -> [seq,
+# source hash] for each conflicting version of an id that was kept.
 E_FP, E_SRC, E_RULE, E_RELATED, E_ANCESTOR, E_CHILD = range(1, 7)
 
 
@@ -42,6 +43,11 @@ def redelivery(ctx: Context, record: list | None) -> Drop | None:
         return None
     if record[E_FP] == ctx.entry.fingerprint:
         return Drop(REDELIVERY, ctx.entry.id)
+    # A conflicting version is kept, so a copy of it is a redelivery too: remember each version.
+    version_key = f"v:{ctx.entry.id}\x00{ctx.entry.fingerprint:x}"
+    version = ctx.recall(version_key)
+    if version is not None and version[1] != ctx.source_hash:
+        return Drop(REDELIVERY, ctx.entry.id)
     ctx.alert(
         "entry_id_conflict",
         Severity.WARNING,
@@ -49,7 +55,19 @@ def redelivery(ctx: Context, record: list | None) -> Drop | None:
         evidence=conflict_evidence(ctx.entry, record),
         related=ctx.entry.id,
     )
+    if version is None:
+        ctx.remember(version_key, ctx.source_hash)
     return None
+
+
+def kept_ancestor(ctx: Context, parent_id: str | None) -> str | None:
+    """The nearest kept entry up the parent chain: dropped entries remember theirs."""
+    if parent_id is None:
+        return None
+    parent = ctx.recall("e:" + parent_id)
+    if parent is None or parent[E_RULE] is None:
+        return parent_id
+    return parent[E_ANCESTOR]
 
 
 def conflict_evidence(entry: Entry, record: list) -> dict:
@@ -72,6 +90,8 @@ def idempotent_replay(ctx: Context) -> Drop | None:
                 "session uses positional idempotency keys (scope:role:index), which shift "
                 "when a snapshot changes; deduplicating them by scope, role and content",
                 evidence={"idempotency_key": key},
+                related=entry.id,
+                about_session=True,
             )
         scope, role = positional
         identity = f"i:{scope}\x00{role}\x00{fingerprint:x}"

@@ -59,6 +59,8 @@ def duplicate_storm(ctx: Context, echo_dropped: bool) -> None:
             Severity.WARNING,
             f"{dropped} of the last {STORM_WINDOW} assistant replies were duplicates",
             evidence={"dropped": dropped, "window": STORM_WINDOW},
+            related=ctx.entry.id,
+            about_session=True,
         )
 
 

@@ -1,0 +1,212 @@
+"""Lines that are not entries go to the dead letters unchanged; odd but valid entries pass."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from stream.engine import Action, FileSource, Severity
+
+from .builders import (
+    assistant,
+    drops,
+    encode,
+    header,
+    kept,
+    message,
+    mirror,
+    outputs,
+    run,
+    user,
+)
+
+TEXT = "I moved the meeting to Thursday and told everyone."
+DEEP = b'{"type":"custom","id":"deep1","data":' + b"[" * 10_000 + b"]" * 10_000 + b"}"
+
+BAD_LINES = {
+    "not-json": (b"{this is not json", "not JSON"),
+    "truncated": (b'{"type":"message","id":"x1","message":{"role":"user"', "not JSON"),
+    "array": (b'[{"type":"message","id":"x1"}]', "not a JSON object but list"),
+    "string": (b'"a string"', "not a JSON object but str"),
+    "number": (b"42", "not a JSON object but int"),
+    "no-type": (b'{"id":"x1","message":{"role":"user","content":"hi"}}', "no string 'type'"),
+    "type-not-string": (b'{"type":7,"id":"x1"}', "no string 'type'"),
+    "no-id": (b'{"type":"message","message":{"role":"user","content":"hi"}}', "no string 'id'"),
+    "id-not-string": (b'{"type":"message","id":17,"message":{}}', "no string 'id'"),
+    "empty-id": (b'{"type":"message","id":"","message":{}}', "no string 'id'"),
+    "invalid-utf8": (b'{"type":"message","id":"x1","message":{"content":"caf\xe9"}}', "not UTF-8"),
+    "nan": (b'{"type":"message","id":"x1","usage":{"cost":NaN}}', "not JSON"),
+    "infinity": (b'{"type":"message","id":"x1","usage":{"cost":-Infinity}}', "not JSON"),
+    "deep-nesting": (DEEP, "not JSON"),
+}
+
+
+def session_around(bad: bytes):
+    """A reply and its mirror with the bad line between them: the run must go on."""
+    return [header(), user(), assistant(TEXT), bad, mirror(TEXT)]
+
+
+@pytest.mark.parametrize("name", sorted(BAD_LINES))
+def test_bad_line_is_dead_lettered_with_its_reason_and_the_run_goes_on(name):
+    raw, reason = BAD_LINES[name]
+    verdicts = run(session_around(raw))
+    verdict = verdicts[3]
+    assert verdict.action is Action.DEAD_LETTERED
+    assert verdict.output is None
+    letter = verdict.dead_letter
+    assert letter.raw == raw
+    assert letter.session_id == "s1"
+    assert letter.source == FileSource("s1.jsonl", 4)
+    assert letter.reason.startswith(reason), letter.reason
+    (alert,) = verdict.alerts
+    assert alert.kind == "malformed_entry"
+    assert alert.severity is Severity.WARNING
+    assert alert.action is Action.DEAD_LETTERED
+    assert alert.source == FileSource("s1.jsonl", 4)
+    assert alert.evidence["reason"] == letter.reason
+    # the state was not touched: the mirror still repeats the reply before the bad line
+    assert verdicts[4].drop_rule == "delivery_mirror_duplicate"
+    assert len(kept(verdicts)) == 3
+
+
+def test_dead_letter_json_keeps_the_raw_line_exactly():
+    raw = BAD_LINES["not-json"][0]
+    record = run([raw])[0].dead_letter.as_json()
+    assert record == {
+        "session_id": "s1",
+        "source": {"file": "s1.jsonl", "line": 1},
+        "reason": record["reason"],
+        "raw": raw.decode(),
+        "raw_encoding": "utf-8",
+    }
+    assert json.loads(run([raw])[0].dead_letter.to_bytes())["raw"].encode() == raw
+
+
+def test_dead_letter_of_invalid_utf8_is_base64():
+    raw = BAD_LINES["invalid-utf8"][0]
+    record = json.loads(run([raw])[0].dead_letter.to_bytes())
+    assert record["raw_encoding"] == "base64"
+    assert base64.b64decode(record["raw"]) == raw
+
+
+def test_malformed_alert_ids_are_deterministic_and_distinct():
+    lines = [b"{", b"}", b"{"]
+    first, second = run(lines), run(lines)
+    ids = [v.alerts[0].id for v in first]
+    assert ids == [v.alerts[0].id for v in second]
+    assert ids[0] != ids[1]
+
+
+def test_a_header_without_id_is_kept():
+    raw = b'{"type":"session","version":3,"cwd":"/tmp"}'
+    (verdict,) = run([raw])
+    assert verdict.action is Action.KEPT
+    assert verdict.output == raw
+
+
+# --- odd but valid entries pass through ---------------------------------------------------------
+
+BIG = 10**400  # beyond a double: orjson cannot read it at all
+WIDE = 2**70  # beyond 64 bits: orjson reads it as a float
+
+
+@pytest.mark.parametrize("number", [BIG, WIDE, -WIDE], ids=["1e400", "2^70", "-2^70"])
+def test_huge_integers_are_kept_byte_for_byte(number):
+    reply = assistant(TEXT, usage={"input": number, "output": 1}, counter=number)
+    content = [{"type": "text", "text": "hi", "weight": number}]
+    u = message("user", content, idempotencyKey="k-1", nonce=number)
+    lines = encode([header(), u, reply])
+    verdicts = run(lines)
+    assert outputs(verdicts) == lines
+
+
+@pytest.mark.parametrize("number", [BIG, WIDE], ids=["1e400", "2^70"])
+def test_a_reparented_entry_keeps_its_huge_integers(number):
+    reply = assistant(TEXT)
+    m = mirror(TEXT)
+    child = {"type": "custom", "id": "c1", "parentId": m["id"], "data": {"n": number}}
+    verdicts = run([header(), user(), reply, m, child])
+    assert list(drops(verdicts)) == [m["id"]]
+    out = verdicts[4].output
+    assert json.loads(out) == {**child, "parentId": reply["id"]}
+    assert str(number).encode() in out
+
+
+def test_a_reparented_entry_keeps_unicode_and_escapes_meaning():
+    reply = assistant(TEXT)
+    m = mirror(TEXT)
+    child = {"type": "label", "id": "l1", "parentId": m["id"], "label": 'Café ☕ \\ " \u2028'}
+    verdicts = run([header(), user(), reply, m, child])
+    assert json.loads(verdicts[4].output) == {**child, "parentId": reply["id"]}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        [{"type": "text", "text": 42}],
+        [{"type": "text", "text": {"nested": TEXT}}],
+        [{"type": "text"}],
+        [{"type": "text", "text": None}, "a bare string", 7, None],
+        [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}],
+        [{"type": "tool_use", "id": "toolu_1", "name": "x", "input": {}}],
+        [{"type": "redacted_thinking", "data": "opaque"}],
+        {"unexpected": "object"},
+        12,
+        None,
+    ],
+    ids=[
+        "text-int",
+        "text-object",
+        "text-missing",
+        "mixed-junk",
+        "image",
+        "tool_use",
+        "redacted_thinking",
+        "object",
+        "number",
+        "null",
+    ],
+)
+def test_unknown_content_shapes_pass_as_unknown(content):
+    odd = assistant(content=content, parent=None)
+    echo = mirror("", parent=odd["id"])
+    lines = encode([header(), user(), odd, echo, mirror(TEXT)])
+    verdicts = run(lines)
+    assert outputs(verdicts) == lines
+    assert not any(v.dead_letter for v in verdicts)
+
+
+def test_unknown_entry_types_and_fields_pass_through_untouched():
+    odd = {
+        "type": "brand_new_entry_kind",
+        "id": "n1",
+        "parentId": None,
+        "payload": {"a": [1, 2.5, True, None]},
+        "zz": "unknown field",
+    }
+    msg = user("hi")
+    msg["message"]["unknownField"] = {"x": 1}
+    msg["extra"] = [1, 2]
+    lines = encode([header(), odd, msg])
+    lines[1] = lines[1].replace(b",", b" ,  ")
+    verdicts = run(lines)
+    assert outputs(verdicts) == lines
+
+
+def test_lone_surrogate_escapes_are_valid_json_and_kept():
+    raw = b'{"type":"message","id":"u1","message":{"role":"user","content":"\\ud83d"}}'
+    reply = assistant(TEXT, parent=None)
+    m = mirror(TEXT)
+    child = b'{"type":"label","id":"l1","parentId":"%s","label":"\\udc00"}' % m["id"].encode()
+    lines = [*encode([header(), raw, reply, m]), child]
+    verdicts = run(lines)
+    assert [v.action for v in verdicts] == [Action.KEPT] * 3 + [Action.DROPPED, Action.KEPT]
+    assert verdicts[1].output == raw
+    assert json.loads(verdicts[4].output) == {
+        "type": "label",
+        "id": "l1",
+        "parentId": reply["id"],
+        "label": "\udc00",
+    }
