@@ -33,6 +33,12 @@ def _add_clean(commands: argparse._SubParsersAction) -> None:
         default=DEFAULT_MAX_IDS,
         help="recent entry ids and idempotency keys remembered per session (default %(default)s)",
     )
+    clean.add_argument(
+        "--snippet-chars",
+        type=int,
+        default=0,
+        help="put the first N characters of an entry's text into its alerts (default: none)",
+    )
     clean.set_defaults(handler=offline.main)
 
 

@@ -109,4 +109,5 @@ def main(args, stdout: BinaryIO | None = None, stderr=None) -> int:
     stdout = stdout or sys.stdout.buffer
     stderr = stderr or sys.stderr
     job = plan(args.paths, args.out, args.out_dir, args.alerts, args.dead_letters)
-    return run(job, Engine(Limits(max_ids=args.max_ids)), stdout, stderr)
+    limits = Limits(max_ids=args.max_ids, snippet_chars=args.snippet_chars)
+    return run(job, Engine(limits), stdout, stderr)

@@ -64,6 +64,8 @@ OPTIONS: tuple[Option, ...] = (
            "7d)", _seconds),
     Option("ttl_sweep_interval", 600.0, "how often idle sessions are looked for (seconds)",
            _seconds),
+    Option("alert_snippet_chars", 0, "put the first N characters of an entry's text into its "
+           "alerts (evidence.snippet); 0 keeps text out of alerts", int),
     Option("batch_size", 1000, "most records processed as one batch", int),
     Option("batch_within", 0.05, "longest wait to fill a batch (seconds)", float),
     Option("web_host", "127.0.0.1", "bind address of the stats and metrics endpoints"),
@@ -97,6 +99,7 @@ class Settings:
     max_ids: int
     session_ttl: float
     ttl_sweep_interval: float
+    alert_snippet_chars: int
     batch_size: int
     batch_within: float
     web_host: str

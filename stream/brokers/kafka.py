@@ -1,21 +1,37 @@
-"""Apache Kafka: a single-node KRaft broker run from jars assembled out of Maven Central."""
+"""Apache Kafka: a single-node KRaft broker run from jars assembled out of Maven Central.
+
+Optionally its client listener speaks TLS (`start_kafka(tls=...)`), which Tansu cannot.
+"""
 
 from __future__ import annotations
 
+import atexit
 import base64
 import os
 import shutil
+import ssl
 import subprocess
+import time
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, overload
+
+from aiokafka import AIOKafkaClient
+from aiokafka.errors import KafkaError
+from aiokafka.helpers import create_ssl_context
 
 from stream.brokers.base import (
     HOST,
     BrokerStartError,
     RunningBroker,
+    _die_with_parent_hook,
     broker_workdir,
     free_port,
     launch,
+    port_is_open,
+    run_sync,
 )
 
 DEFAULT_KAFKA_VERSION = "4.4.0"
@@ -36,19 +52,82 @@ rootLogger.appenderRef.console.ref = console
 """
 
 
-def start_kafka(port: int | None = None, ready_timeout: float = 120.0) -> RunningBroker:
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a TLS listener.
+
+    `cert` is the broker's certificate (chain), `key` its unencrypted private key (PKCS#8, or
+    anything `openssl pkey` converts), `ca` what clients verify the broker against.
+    """
+
+    cert: Path
+    key: Path
+    ca: Path
+
+
+@dataclass(eq=False)
+class TlsKafka(RunningBroker):
+    """A Kafka whose client listener at `bootstrap` speaks TLS only (SSL://, no client certs)."""
+
+    tls: TlsFiles = field(kw_only=True)
+
+    @property
+    def ca_path(self) -> Path:
+        """The CA file a client passes as `ssl_cafile` to trust this broker."""
+        return self.tls.ca
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client context that trusts this broker (and checks its host name)."""
+        return create_ssl_context(cafile=str(self.ca_path))
+
+
+@overload
+def start_kafka(
+    port: int | None = None, ready_timeout: float = 120.0, *, tls: Literal[False] = False
+) -> RunningBroker: ...
+@overload
+def start_kafka(
+    port: int | None = None, ready_timeout: float = 120.0, *, tls: TlsFiles | Literal[True]
+) -> TlsKafka: ...
+def start_kafka(
+    port: int | None = None, ready_timeout: float = 120.0, *, tls: TlsFiles | bool = False
+) -> RunningBroker:
     """Start a single-node KRaft Apache Kafka on 127.0.0.1 and wait until it answers metadata.
 
+    With `tls` the client listener is SSL:// instead of PLAINTEXT:// (the controller listener
+    stays plaintext): `True` makes a self-signed certificate for 127.0.0.1 in the broker's
+    workdir (needs the `openssl` CLI), a TlsFiles uses the given files. The result is then a
+    TlsKafka, whose `ca_path` clients trust; readiness is checked over TLS.
     Assembles the jars first if the cache lacks them (needs Maven and Maven Central).
     """
     port = port or free_port()
     controller_port = _other_free_port(port)
     libs = kafka_libs()
     with broker_workdir("kafka") as workdir:
-        config = _write_config(workdir, port, controller_port)
+        files = None
+        if tls is True:
+            files = self_signed_tls(workdir / "tls")
+        elif isinstance(tls, TlsFiles):
+            files = tls
+        tls_settings = _tls_properties(workdir / "tls", files) if files else None
+        config = _write_config(workdir, port, controller_port, tls_settings)
         _format_storage(libs, config)
         cmd = _server_command(libs, config)
-        return launch("kafka", cmd, port, workdir, ready_timeout=ready_timeout)
+        if files is None:
+            return launch("kafka", cmd, port, workdir, ready_timeout=ready_timeout)
+        return _launch_tls(cmd, port, workdir, files, ready_timeout)
+
+
+def self_signed_tls(directory: Path, days: int = 2) -> TlsFiles:
+    """A fresh self-signed certificate for 127.0.0.1 and localhost; it is its own CA."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    _openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+        "-keyout", str(key), "-out", str(cert), "-days", str(days),
+        "-subj", f"/CN={HOST}", "-addext", f"subjectAltName=IP:{HOST},DNS:localhost",
+    )  # fmt: skip
+    return TlsFiles(cert=cert, key=key, ca=cert)
 
 
 def kafka_version() -> str:
@@ -72,17 +151,26 @@ def kafka_libs(version: str | None = None) -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def server_properties(port: int, controller_port: int, log_dir: Path) -> str:
-    """A combined broker+controller node whose internal topics fit a single replica."""
+def server_properties(
+    port: int,
+    controller_port: int,
+    log_dir: Path,
+    tls_settings: Mapping[str, str] | None = None,
+) -> str:
+    """A combined broker+controller node whose internal topics fit a single replica.
+
+    With `tls_settings` (ssl.* properties) the client listener is SSL instead of PLAINTEXT.
+    """
+    listener = "SSL" if tls_settings else "PLAINTEXT"
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@{HOST}:{controller_port}",
-        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+        "listeners": f"{listener}://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": f"{listener}://{HOST}:{port}",
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": listener,
+        "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:PLAINTEXT",
         "log.dirs": str(log_dir),
         "num.partitions": "1",
         "offsets.topic.replication.factor": "1",
@@ -92,6 +180,7 @@ def server_properties(port: int, controller_port: int, log_dir: Path) -> str:
         "share.coordinator.state.topic.min.isr": "1",
         # Tests start consumers one at a time; the default 3 s delay only slows them.
         "group.initial.rebalance.delay.ms": "0",
+        **(tls_settings or {}),
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
@@ -108,11 +197,117 @@ def _other_free_port(taken: int) -> int:
     return port
 
 
-def _write_config(workdir: Path, port: int, controller_port: int) -> Path:
+def _write_config(
+    workdir: Path,
+    port: int,
+    controller_port: int,
+    tls_settings: Mapping[str, str] | None = None,
+) -> Path:
     (workdir / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
     config = workdir / "server.properties"
-    config.write_text(server_properties(port, controller_port, workdir / "data"))
+    config.write_text(server_properties(port, controller_port, workdir / "data", tls_settings))
     return config
+
+
+def _tls_properties(directory: Path, files: TlsFiles) -> dict[str, str]:
+    """ssl.* properties of the SSL listener, with a PEM keystore written into `directory`.
+
+    Kafka's PEM keystore is one file holding the private key in PKCS#8 form followed by the
+    certificate chain. The broker trusts `ca` too, for its own inter-broker connections.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    keystore = directory / "keystore.pem"
+    keystore.touch(mode=0o600)
+    keystore.write_text(_pkcs8_key(files.key) + files.cert.read_text())
+    return {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(files.ca),
+        "ssl.client.auth": "none",
+    }
+
+
+def _pkcs8_key(key: Path) -> str:
+    text = key.read_text()
+    if "-----BEGIN PRIVATE KEY-----" in text:
+        return text
+    if "ENCRYPTED" in text:
+        raise BrokerStartError(f"{key}: an encrypted private key is not supported")
+    return _openssl("pkey", "-in", str(key))  # PKCS#1/SEC1 -> PKCS#8
+
+
+def _openssl(*args: str) -> str:
+    openssl = shutil.which("openssl")
+    if not openssl:
+        raise BrokerStartError("no openssl on PATH; it makes the TLS certificate")
+    done = subprocess.run([openssl, *args], check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BrokerStartError(f"openssl {args[0]} failed:\n{done.stderr}")
+    return done.stdout
+
+
+def _launch_tls(
+    cmd: list[str], port: int, workdir: Path, files: TlsFiles, ready_timeout: float
+) -> TlsKafka:
+    """base.launch for a TLS listener: the same process handling, a readiness check over TLS."""
+    log_path = workdir / "broker.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            start_new_session=True,
+            preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - see base.launch
+        )
+    broker = TlsKafka("kafka", port, process, workdir, log_path, tls=files)
+    atexit.register(broker.stop)
+    try:
+        _wait_ready_tls(broker, ready_timeout)
+    except BaseException as exc:
+        tail = broker.log_tail()
+        broker.stop(timeout=5.0)
+        if isinstance(exc, BrokerStartError):
+            raise BrokerStartError(f"kafka: {exc}\n--- broker.log tail ---\n{tail}") from exc
+        raise
+    return broker
+
+
+def _wait_ready_tls(broker: TlsKafka, timeout: float) -> None:
+    """base.wait_ready over TLS: until a metadata request through the SSL listener lists a
+    broker; the certificate is verified against the broker's CA."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        if broker.process.poll() is not None:
+            code = broker.process.returncode
+            raise BrokerStartError(f"broker process exited with code {code}")
+        if port_is_open(broker.port):
+            try:
+                if run_sync(lambda: _answers_metadata_tls(broker)):
+                    return
+            except (KafkaError, OSError) as exc:
+                last_error = exc
+        time.sleep(0.2)
+    raise BrokerStartError(
+        f"broker at {broker.bootstrap} not ready over TLS after {timeout:.0f}s: {last_error}"
+    )
+
+
+async def _answers_metadata_tls(broker: TlsKafka) -> bool:
+    client = AIOKafkaClient(
+        bootstrap_servers=broker.bootstrap,
+        security_protocol="SSL",
+        ssl_context=broker.ssl_context(),
+        request_timeout_ms=5000,
+    )
+    try:
+        await client.bootstrap()
+        return bool(client.cluster.brokers())
+    finally:
+        await client.close()
 
 
 def _format_storage(libs: Path, config: Path) -> None:

@@ -19,6 +19,9 @@ class Limits:
     max_pending_calls: int = 64
     # Shortest unit that `repetition_cascade` counts as a repeated reply.
     min_repetition_unit: int = 20
+    # Alerts carry no message text unless an operator opts in: then the first this many
+    # characters of the entry's normalized text, as `evidence.snippet`.
+    snippet_chars: int = 0
 
 
 @dataclass(slots=True)
@@ -47,6 +50,12 @@ class Context:
 
     def remember(self, key: str, *values: object) -> None:
         self.session.memory.put(key, [self.state.seq, *values])
+
+    def _with_snippet(self, evidence: dict, entry_id: str | None) -> dict:
+        text = self.entry.normalized_text if entry_id == self.entry.id else ""
+        if self.limits.snippet_chars <= 0 or not text:
+            return evidence
+        return {**evidence, "snippet": text[: self.limits.snippet_chars]}
 
     def alert(
         self,
@@ -79,7 +88,7 @@ class Context:
             related_entry_id=related,
             action=action,
             message=message,
-            evidence=evidence or {},
+            evidence=self._with_snippet(evidence or {}, entry_id),
             source=self.source,
         )
         self.alerts.append(made)

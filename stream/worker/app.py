@@ -74,7 +74,11 @@ def create_app(settings: Settings) -> Worker:
     store = FaustStateStore(
         app.Table(SESSIONS_TABLE, **table_options), app.Table(MEMORY_TABLE, **table_options)
     )
-    processor = BatchProcessor(Engine(Limits(max_ids=settings.max_ids)), store, settings)
+    processor = BatchProcessor(
+        Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars)),
+        store,
+        settings,
+    )
     source = app.topic(
         settings.input_topic,
         key_type=bytes,

@@ -437,3 +437,14 @@ def test_tool_result_of_a_known_call_or_of_an_unseen_start_is_not_unknown():
     )
     partial = [header(), user(parent="earlier"), tool_result("call_from_before")]
     assert "unknown_tool_result" not in alert_kinds(run(partial))
+
+
+def test_alerts_carry_no_text_unless_snippets_are_opted_into():
+    items = [header(), user("q", parent=None), mirror("The secret plan is ready."),
+             mirror("The secret plan is ready.")]
+    plain = alerts(run(items), "delivery_mirror_duplicate")
+    assert all("secret" not in str(a.as_json()) for a in plain)
+    (with_snippet,) = alerts(run(items, limits=Limits(snippet_chars=10)),
+                             "delivery_mirror_duplicate")
+    assert with_snippet.evidence["snippet"] == "The secret"
+    assert with_snippet.message == plain[0].message
