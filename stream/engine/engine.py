@@ -32,6 +32,7 @@ from stream.engine.state import (
     START_PARTIAL,
     START_SEEN,
     START_UNKNOWN,
+    USER,
     Session,
 )
 from stream.engine.text import digest64
@@ -96,7 +97,7 @@ class Engine:
                     ctx.source_hash,
                     drop.rule.name,
                     drop.related,
-                    self._kept_ancestor(ctx, entry.parent_id),
+                    identity.kept_ancestor(ctx, entry.parent_id),
                     None,
                 )
             drop_alert(ctx, drop)
@@ -109,7 +110,7 @@ class Engine:
 
     def _keep(self, ctx: Context, first_occurrence: bool) -> Verdict:
         entry = ctx.entry
-        parent_id = self._kept_ancestor(ctx, entry.parent_id)
+        parent_id = identity.kept_ancestor(ctx, entry.parent_id)
         output = entry.raw if parent_id == entry.parent_id else _reparented(entry, parent_id)
         if not first_occurrence:
             return Verdict(Action.KEPT, output)
@@ -128,9 +129,6 @@ class Engine:
         ctx.remember("e:" + entry.id, entry.fingerprint, ctx.source_hash, None, None, None, None)
         _advance_turn(ctx)
         return Verdict(Action.KEPT, output)
-
-    def _kept_ancestor(self, ctx: Context, parent_id: str | None) -> str | None:
-        return identity.kept_ancestor(ctx, parent_id)
 
     def _replay(self, ctx: Context) -> Verdict:
         """Rebuild the verdict of a record processed before, from what it left in memory."""
@@ -164,7 +162,7 @@ def _advance_turn(ctx: Context) -> None:
     if entry.message is None:
         return
     role = ROLE_CODES.get(entry.role, OTHER)
-    if role == ROLE_CODES["user"]:
+    if role == USER:
         state.start_turn()
     state.last_role = role
     state.last_text_hash = entry.text_hash
