@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stream import dev, offline, produce, tail
+from stream import dev, memory_writer, offline, produce, tail
 from stream.engine.context import DEFAULT_MAX_IDS
 from stream.settings import Settings, add_options
 from stream.sources import follow
@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_module(commands, "produce", produce, "publish session files to the input topic")
     _add_module(commands, "tail", tail, "print the records of a topic readably")
     _add_module(commands, "dev", dev, "run broker, worker and example sessions locally")
+    _add_module(commands, "memory-writer", memory_writer,
+                "write one markdown memory file per session from the clean topic")
     _add_module(commands, "follow", follow, "publish lines appended to live session files")
     _add_module(commands, "follow-sqlite", follow_sqlite,
                 "publish new events of an agent's SQLite store")

@@ -51,6 +51,7 @@ from aiokafka.errors import CommitFailedError, KafkaError
 
 from stream.engine.entry import Entry, MalformedEntry, parse
 from stream.engine.text import digest64, normalize
+from stream.security import client_options
 from stream.settings import Settings, add_options
 
 INDEX_DIR = ".index"
@@ -302,7 +303,7 @@ async def consume(
     has no committed offsets starts at the oldest record.
     """
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.bootstrap,
+        **client_options(settings),
         group_id=group,
         enable_auto_commit=False,  # commit ourselves, after the files are durable
         auto_offset_reset="earliest",

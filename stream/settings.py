@@ -146,10 +146,25 @@ class Settings:
         return Settings(**{**current, **changes})
 
 
+# Every subcommand that talks to Kafka takes these, whatever else it takes.
+CONNECTION_OPTIONS = (
+    "broker",
+    "security_protocol",
+    "ssl_cafile",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password",
+)
+
+
 def add_options(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None) -> None:
-    """Flags for the named options (all by default); unset flags fall back to the environment."""
+    """Flags for the named options and the connection options (all options by default);
+    unset flags fall back to the environment."""
+    wanted = None if names is None else {*names, *CONNECTION_OPTIONS}
     for option in OPTIONS:
-        if names is not None and option.name not in names:
+        if wanted is not None and option.name not in wanted:
             continue
         parser.add_argument(
             option.flag,
