@@ -11,17 +11,20 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from stream import memory_writer
 from stream.brokers import RunningBroker, free_port, start_broker
 from stream.produce import produce_files
 from stream.security import client_options
@@ -29,6 +32,8 @@ from stream.settings import ENV_PREFIX, OPTIONS, Settings, add_options
 from stream.tail import format_record
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sessions"
+# How long the outputs must stay unchanged before the memory files are compared.
+QUIET_SECONDS = 3.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +87,25 @@ async def _demo(settings: Settings, paths: list[str], until_idle: float | None) 
     await _wait_for_worker(settings)
     report = await produce_files(settings, paths)
     print(report.summary(settings.input_topic), file=sys.stderr)
-    await _watch(settings, until_idle)
+    await _watch(settings, until_idle, lambda: _compare_memory(settings))
     return 0
+
+
+async def _compare_memory(settings: Settings) -> None:
+    """The proof: the same sessions written to memory files from the raw topic and from the
+    clean one, with their duplicate lines side by side."""
+    folders = {}
+    for name, topic in (("raw", settings.input_topic), ("clean", settings.clean_topic)):
+        folder = Path(settings.data_dir) / "memory" / name
+        shutil.rmtree(folder, ignore_errors=True)
+        group = f"{settings.app_id}-dev-{name}-{os.getpid()}-{time.time_ns()}"
+        await memory_writer.consume(settings, topic, memory_writer.MemoryWriter(folder), group,
+                                    follow=False)
+        folders[name] = folder
+    print(f"memory files written from the raw and the clean topic ({folders['raw'].parent}):",
+          file=sys.stderr)
+    report = memory_writer.duplicate_line_report(folders["raw"], folders["clean"])
+    print(memory_writer.format_report(report), file=sys.stderr)
 
 
 async def _wait_for_worker(settings: Settings, timeout: float = 120.0) -> None:
@@ -99,7 +121,9 @@ async def _wait_for_worker(settings: Settings, timeout: float = 120.0) -> None:
     raise TimeoutError(f"the worker did not start within {timeout:g}s; see its log")
 
 
-async def _watch(settings: Settings, until_idle: float | None) -> None:
+async def _watch(settings: Settings, until_idle: float | None,
+                 when_quiet: Callable[[], Awaitable[None]]) -> None:
+    """Print what comes out; the first time nothing new came for a few seconds, `when_quiet`."""
     roles = {settings.clean_topic: "clean", settings.alerts_topic: "alerts",
              settings.dlq_topic: "dlq"}
     consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
@@ -110,7 +134,11 @@ async def _watch(settings: Settings, until_idle: float | None) -> None:
         await _assign_when_created(consumer, list(roles))
         # Idleness counts from the first output: the worker may still be joining its group.
         last_news: float | None = None
+        quiet_done = False
         while until_idle is None or last_news is None or time.monotonic() - last_news < until_idle:
+            if not quiet_done and last_news and time.monotonic() - last_news >= QUIET_SECONDS:
+                quiet_done = True
+                await when_quiet()
             batch = await consumer.getmany(timeout_ms=500)
             for tp, records in batch.items():
                 role = roles[tp.topic]

@@ -21,10 +21,13 @@ def test_dev_runs_the_example_sessions_through_its_own_broker(tmp_path: Path) ->
     )
     assert done.returncode == 0, done.stderr
     assert "starting the embedded Tansu broker" in done.stderr
-    assert "produced 59 records of 7 sessions from 7 files" in done.stderr
+    assert "produced 76 records of 8 sessions from 8 files" in done.stderr
     summary = [line for line in done.stderr.splitlines() if line.startswith("-- clean")][-1]
-    assert summary.startswith("-- clean 57 | alerts 5 ")
+    assert summary.startswith("-- clean 70 | alerts 10 ")
     assert summary.endswith("| dead letters 0")
     drops = [line for line in done.stdout.splitlines() if "delivery_mirror_duplicate" in line]
     assert len(drops) == 2
+    # the memory files written from the raw topic repeat the CLI copies; the clean ones do not
+    total = [line.split() for line in done.stderr.splitlines() if line.startswith("total")]
+    assert total == [["total", "28", "4", "24", "0"]]
     assert "stopped the worker and the broker" in done.stderr
