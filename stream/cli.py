@@ -7,6 +7,7 @@ import sys
 
 from stream import dev, memory_writer, offline, produce, tail
 from stream.engine.context import DEFAULT_MAX_IDS
+from stream.security import SecurityError
 from stream.settings import Settings, add_options
 from stream.sources import follow
 from stream.sources import sqlite as follow_sqlite
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except offline.UsageError as error:
+    except (offline.UsageError, SecurityError) as error:
         parser.error(str(error))  # exits 2, as argparse does for every usage error
     return 2
 

@@ -17,7 +17,7 @@ class SecurityError(ValueError):
 
 
 def ssl_context(settings: Settings) -> ssl.SSLContext | None:
-    if "SSL" not in settings.security_protocol:
+    if "SSL" not in settings.security_protocol.upper():
         return None
     return create_ssl_context(
         cafile=settings.ssl_cafile or None,
