@@ -72,6 +72,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("web_port", 6066, "port of the stats and metrics endpoints", int),
     Option("startup_deadline", 60.0, "give up (exit 1) when no broker answers within this long "
            "(seconds)", _seconds),
+    Option("stall_timeout", 120.0, "exit (code 3, for a restart) when assigned partitions have "
+           "unprocessed records but none was processed for this long (seconds; 0: never)",
+           _seconds),
     Option("session_timeout", 10.0, "consumer group session timeout (seconds)", float),
     Option("log_level", "info", "worker log level (debug, info, warn, error)"),
     Option("security_protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
@@ -105,6 +108,7 @@ class Settings:
     web_host: str
     web_port: int
     startup_deadline: float
+    stall_timeout: float
     session_timeout: float
     log_level: str
     security_protocol: str

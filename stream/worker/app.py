@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 _NEVER_FITS = (MessageSizeTooLargeError, RecordTooLargeError)
 
+STALLED_EXIT_CODE = 3
 SESSIONS_TABLE = "sessions"
 MEMORY_TABLE = "memory"
 
@@ -91,11 +93,13 @@ def create_app(settings: Settings) -> Worker:
         processor.tally,
         lambda: dict(processor.outputs_by_topic),
         store.size,
-        lambda: _lag(app, settings.input_topic, processor.positions),
+        lambda: {p: lag for p, lag in _lag(app, settings.input_topic, processor.positions).items()
+                 if lag is not None},
     ))
     worker = Worker(app, processor, store, settings, metrics)
     app.agent(source, name="clean")(_agent(worker))
     _add_pages(worker)
+    _watch_for_stalls(worker)
     return worker
 
 
@@ -181,15 +185,49 @@ def _too_large_notice(out: OutRecord, error: Exception, dlq_topic: str) -> OutRe
     return too_large_notice(out, dlq_topic)
 
 
-def _lag(app: faust.App, topic: str, positions: dict[int, int]) -> dict[int, int]:
-    """Records behind the newest one the consumer has seen, per assigned input partition."""
-    lag = {}
-    for tp in app.consumer.assignment():
-        if tp.topic == topic:
-            highwater = app.consumer.highwater(tp)
-            if highwater is not None:
-                lag[tp.partition] = max(0, highwater - positions.get(tp.partition, highwater))
+def _lag(app: faust.App, topic: str, positions: dict[int, int]) -> dict[int, int | None]:
+    """Records behind the newest one the consumer has seen, per assigned input partition,
+    counted from what this worker processed or, for a partition it has not processed yet,
+    from the group's committed offset; None where no fetch has reported the end yet."""
+    lag: dict[int, int | None] = {}
+    consumer = app.consumer
+    for tp in consumer.assignment():
+        if tp.topic != topic:
+            continue
+        highwater = consumer.highwater(tp)
+        committed = consumer._committed_offset.get(tp) or 0  # Faust keeps no public view
+        position = max(positions.get(tp.partition, 0), committed)
+        lag[tp.partition] = None if highwater is None else max(0, highwater - position)
     return lag
+
+
+def _watch_for_stalls(worker: Worker) -> None:
+    """Faust can stop feeding an agent after a rebalance while its partitions still hold
+    records (seen here with a worker rejoining a group). A worker that has work but makes no
+    progress for `stall_timeout` exits with code 3 so its supervisor restarts it; processing
+    is replay-safe, so the restart loses and doubles nothing."""
+    timeout = worker.settings.stall_timeout
+    if timeout <= 0:
+        return
+    processor, app = worker.processor, worker.app
+    seen = {"entries": -1, "since": time.monotonic()}
+
+    @app.timer(min(5.0, timeout / 3), name="stall-watchdog")
+    async def watchdog() -> None:
+        now = time.monotonic()
+        if processor.tally.entries_in != seen["entries"]:
+            seen.update(entries=processor.tally.entries_in, since=now)
+            return
+        # A partition whose end no fetch reported for so long is not being fetched: stalled.
+        lags = _lag(app, worker.settings.input_topic, processor.positions).values()
+        behind = sum(1 if lag is None else lag for lag in lags)
+        if behind == 0:
+            seen["since"] = now
+        elif now - seen["since"] >= timeout:
+            log.error("stalled: %d records behind and none processed for %.0fs; exiting "
+                      "for a restart", behind, now - seen["since"])
+            logging.shutdown()
+            os._exit(STALLED_EXIT_CODE)
 
 
 def _add_pages(worker: Worker) -> None:

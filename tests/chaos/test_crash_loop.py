@@ -37,7 +37,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_doubles_nothing(broker, tmp
             time.sleep(rng.uniform(0.5, 3.0))
             worker.stop(signal.SIGKILL)
             worker = WorkerProcess(settings, log).start()
-        wait_for_outputs(settings, records, timeout=300)
+        wait_for_outputs(settings, records, timeout=300, workers=[worker])
     finally:
         worker.stop()
 
@@ -57,7 +57,7 @@ def test_graceful_stop_commits_so_nothing_is_processed_again(broker, tmp_path: P
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         run(produce(settings, records[half:]))
-        wait_for_outputs(settings, records)
+        wait_for_outputs(settings, records, workers=[worker])
         assert worker.stats()["entries_in"] == len(records) - half
     finally:
         worker.stop()
@@ -74,7 +74,7 @@ def test_two_workers_one_killed_mid_stream_then_restarted(broker, tmp_path: Path
         first.stop(signal.SIGKILL)
         time.sleep(3)
         first = WorkerProcess(settings, tmp_path / "first.log").start()
-        wait_for_outputs(settings, records, timeout=300)
+        wait_for_outputs(settings, records, timeout=300, workers=[first, second])
     finally:
         first.stop()
         second.stop()

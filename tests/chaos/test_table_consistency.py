@@ -61,7 +61,7 @@ def test_changelogs_hold_the_state_an_offline_rebuild_gives(broker, tmp_path: Pa
         time.sleep(1.5)
         worker.stop(signal.SIGKILL)
         worker = WorkerProcess(settings, tmp_path / "worker.log").start()
-        wait_for_outputs(settings, records)
+        wait_for_outputs(settings, records, workers=[worker])
     finally:
         worker.stop()
     expected = rebuild(run(consume_all(settings, settings.input_topic)))

@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaProducer
 from stream.brokers import RunningBroker, free_port
 from stream.settings import Settings
 from stream.tail import read_topic
+from stream.worker.app import STALLED_EXIT_CODE
 
 
 def worker_settings(broker: RunningBroker, name: str, tmp_path: Path, **changes) -> Settings:
@@ -34,6 +35,7 @@ def worker_settings(broker: RunningBroker, name: str, tmp_path: Path, **changes)
         data_dir=str(tmp_path / "data"),
         partitions=4,
         batch_within=0.02,
+        stall_timeout=20.0,
         **changes,
     )
 
@@ -64,6 +66,11 @@ class WorkerProcess:
         )
         self.wait_ready()
         return self
+
+    def restart_if_stalled(self) -> None:
+        """What a supervisor does with a worker that exited for a restart (code 3)."""
+        if self.process is not None and self.process.poll() == STALLED_EXIT_CODE:
+            self.start()
 
     def get(self, path: str) -> bytes | None:
         """The body of one of the worker's web pages; None when it does not answer 200."""

@@ -69,14 +69,17 @@ def outputs(settings) -> tuple[dict[str, list[bytes]], list, list]:
     return kept, alerts, dlq
 
 
-def wait_for_outputs(settings, records, timeout: float = 120.0):
-    """Poll the output topics until they hold what the offline run of `records` gives."""
+def wait_for_outputs(settings, records, timeout: float = 120.0, workers=()):
+    """Poll the output topics until they hold what the offline run of `records` gives,
+    restarting the `workers` that exit for a restart, as a supervisor would."""
     expected_kept, expected_alerts = offline_results(records)
     wanted_alerts = {without_source(a) for a in expected_alerts}
     latest = None
 
     def arrived() -> bool:
         nonlocal latest
+        for worker in workers:
+            worker.restart_if_stalled()
         latest = outputs(settings)
         kept, alerts, _ = latest
         got_alerts = {without_source(orjson.loads(r.value)) for r in alerts}
@@ -85,7 +88,7 @@ def wait_for_outputs(settings, records, timeout: float = 120.0):
     with contextlib.suppress(TimeoutError):  # the assertions below say what differs
         wait_until(arrived, timeout, "the outputs of every record")
     kept, alerts, dlq = latest
-    assert kept == dict(expected_kept)
+    assert kept == dict(expected_kept), _difference(kept, dict(expected_kept))
     alert_docs = [orjson.loads(record.value) for record in alerts]
     assert {without_source(a) for a in alert_docs} == wanted_alerts
     # A record produced twice after a crash is the same record: same id, same bytes.
@@ -96,6 +99,21 @@ def wait_for_outputs(settings, records, timeout: float = 120.0):
     return kept, alert_docs, dlq
 
 
+def _difference(got: dict[str, list[bytes]], expected: dict[str, list[bytes]]) -> str:
+    """Which sessions differ and where, for a failure message that says what went wrong."""
+    lines = []
+    for session in sorted(got.keys() | expected.keys()):
+        mine, theirs = got.get(session, []), expected.get(session, [])
+        if mine != theirs:
+            index = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False))
+                          if a != b),
+                         min(len(mine), len(theirs)))
+            lines.append(f"{session}: {len(mine)} kept, {len(theirs)} expected, first "
+                         f"difference at {index}: {mine[index:index + 1]!r:.300} vs "
+                         f"{theirs[index:index + 1]!r:.300}")
+    return "\n".join(lines[:20])
+
+
 def test_worker_gives_the_offline_results(broker, tmp_path: Path) -> None:
     paths = write_sessions(tmp_path / "sessions")
     settings = worker_settings(broker, "agree", tmp_path)
@@ -103,7 +121,7 @@ def test_worker_gives_the_offline_results(broker, tmp_path: Path) -> None:
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         run(produce(settings, records))
-        kept, alerts, dlq = wait_for_outputs(settings, records)
+        kept, alerts, dlq = wait_for_outputs(settings, records, workers=[worker])
         stats = worker.stats()
         metrics = worker.get("/metrics").decode()
         assert worker.get("/table/sessions") is None  # no table browsing on the web
@@ -150,7 +168,7 @@ def test_restart_recovers_state(broker, tmp_path: Path, stop_signal) -> None:
         # The first half again (a producer retry), then the rest.
         again = records[:half] + records[half:]
         run(produce(settings, again))
-        _, alerts, _ = wait_for_outputs(settings, records[:half] + again)
+        _, alerts, _ = wait_for_outputs(settings, records[:half] + again, workers=[worker])
     finally:
         worker.stop()
     redelivered = {a["entry_id"] for a in alerts if a["kind"] == "redelivery"}
@@ -176,7 +194,7 @@ def test_two_workers_split_partitions_and_one_finishes_alone(broker, tmp_path: P
         wait_until(lambda: len(_assigned(second)) == settings.partitions, 90,
                    "the survivor to take over every partition")
         run(produce(settings, records[half:]))
-        wait_for_outputs(settings, records)
+        wait_for_outputs(settings, records, workers=[second])
     finally:
         first.stop()
         second.stop()
