@@ -37,6 +37,14 @@ class Option:
         return "--" + self.name.replace("_", "-")
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return number
+
+
 def _seconds(text: str) -> float:
     """Seconds, or a number with a unit: 30s, 15m, 12h, 7d."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from stream.security import client_options
-from stream.settings import Settings, add_options
+from stream.settings import Settings, add_options, positive_int
 
 ROLES = ("alerts", "clean", "dlq", "input")
 IDLE_TIMEOUT = 1.5
@@ -251,13 +251,6 @@ async def tail(
                 return
 
 
-def _positive(text: str) -> int:
-    number = int(text)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return number
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--topic", choices=ROLES, default="alerts", help="which topic to print (default alerts)"
@@ -272,7 +265,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="start at the oldest record (default); --no-from-beginning starts at the end",
     )
     parser.add_argument(
-        "--max", type=_positive, default=None, metavar="N", help="stop after N records"
+        "--max", type=positive_int, default=None, metavar="N", help="stop after N records"
     )
     add_options(parser, ("broker", "input_topic", "clean_topic", "alerts_topic", "dlq_topic"))
 

@@ -121,8 +121,11 @@ def launch(
     *,
     ready_timeout: float,
     env: Mapping[str, str] | None = None,
+    make: Callable[..., RunningBroker] = RunningBroker,
+    wait: Callable[[RunningBroker, float], None] | None = None,
 ) -> RunningBroker:
-    """Start `cmd` with output in workdir/broker.log and wait until it serves metadata.
+    """Start `cmd` with output in workdir/broker.log and wait until it serves metadata
+    (`wait`, by default over plaintext); `make` builds the RunningBroker (or a subclass).
 
     If the broker does not become ready it is stopped before the error propagates.
     """
@@ -140,10 +143,13 @@ def launch(
             start_new_session=True,
             preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - see the hook
         )
-    broker = RunningBroker(kind, port, process, workdir, log_path)
+    broker = make(kind, port, process, workdir, log_path)
     atexit.register(broker.stop)
     try:
-        wait_ready(broker.bootstrap, ready_timeout, process)
+        if wait is None:
+            wait_ready(broker.bootstrap, ready_timeout, process)
+        else:
+            wait(broker, ready_timeout)
     except BaseException as exc:
         tail = broker.log_tail()
         broker.stop(timeout=5.0)

@@ -5,8 +5,8 @@ Optionally its client listener speaks TLS (`start_kafka(tls=...)`), which Tansu 
 
 from __future__ import annotations
 
-import atexit
 import base64
+import functools
 import os
 import shutil
 import ssl
@@ -26,7 +26,6 @@ from stream.brokers.base import (
     HOST,
     BrokerStartError,
     RunningBroker,
-    _die_with_parent_hook,
     broker_workdir,
     free_port,
     launch,
@@ -250,28 +249,10 @@ def _openssl(*args: str) -> str:
 def _launch_tls(
     cmd: list[str], port: int, workdir: Path, files: TlsFiles, ready_timeout: float
 ) -> TlsKafka:
-    """base.launch for a TLS listener: the same process handling, a readiness check over TLS."""
-    log_path = workdir / "broker.log"
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=workdir,
-            start_new_session=True,
-            preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - see base.launch
-        )
-    broker = TlsKafka("kafka", port, process, workdir, log_path, tls=files)
-    atexit.register(broker.stop)
-    try:
-        _wait_ready_tls(broker, ready_timeout)
-    except BaseException as exc:
-        tail = broker.log_tail()
-        broker.stop(timeout=5.0)
-        if isinstance(exc, BrokerStartError):
-            raise BrokerStartError(f"kafka: {exc}\n--- broker.log tail ---\n{tail}") from exc
-        raise
+    """base.launch with a TLS broker and a readiness check over TLS."""
+    broker = launch("kafka", cmd, port, workdir, ready_timeout=ready_timeout,
+                    make=functools.partial(TlsKafka, tls=files), wait=_wait_ready_tls)
+    assert isinstance(broker, TlsKafka)
     return broker
 
 

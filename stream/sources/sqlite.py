@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import quote
 
+from stream.settings import positive_int
 from stream.sources.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from stream.sources.publish import Batch, Record, SourceError, add_source_arguments, run
 
@@ -244,20 +245,13 @@ def _load(checkpoint: Path, origin: str) -> dict[str, int]:
     return sessions
 
 
-def _positive(text: str) -> int:
-    number = int(text)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return number
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "database", metavar="PATH", type=Path, help="an agent's openclaw-agent.sqlite"
     )
     parser.add_argument(
         "--page-size",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_PAGE_SIZE,
         metavar="N",
         help="most events read per query and sent per batch (default %(default)s)",
