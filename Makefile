@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-kafka chaos lint kafka clean
+.PHONY: run test test-kafka chaos soak bench bench-quick lint kafka clean
 
 run: $(VENV)/.installed
 	$(BIN)/session-stream dev
@@ -19,6 +19,18 @@ test-kafka: $(VENV)/.installed
 chaos: $(VENV)/.installed
 	CHAOS_ENTRIES=50000 CHAOS_SESSIONS=2000 CHAOS_KILLS=5 SESSION_STREAM_TEST_BROKER=kafka \
 		$(BIN)/python -m pytest -q tests/chaos
+
+# Many sessions with a short TTL: RSS and table size must level off (prints the curve).
+soak: $(VENV)/.installed
+	$(BIN)/python -m tests.chaos.soak
+
+# Throughput, state size, scaling and recovery against the floors of this stack, as ratios in one
+# run (bench/README.md); bench-quick is the small version CI can afford (under 2 minutes).
+bench: $(VENV)/.installed
+	$(BIN)/python -m bench --broker both
+
+bench-quick: $(VENV)/.installed
+	$(BIN)/python -m bench --quick
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

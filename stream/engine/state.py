@@ -8,6 +8,7 @@ grows with the session (seen entry ids, idempotency keys, tool call ids) lives i
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 from typing import Protocol
 
@@ -62,10 +63,10 @@ class SessionState:
 
     def is_replay(self, origin: str, position: int) -> bool:
         """A record at or before the last one processed from the same origin was seen already."""
-        return self.origin == digest64(origin.encode()) and position <= self.position
+        return self.origin == _origin_digest(origin) and position <= self.position
 
     def advance(self, origin: str, position: int) -> None:
-        self.origin = digest64(origin.encode())
+        self.origin = _origin_digest(origin)
         self.position = position
 
     def start_turn(self) -> None:
@@ -95,6 +96,12 @@ class SessionState:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(SessionState))
+
+
+@functools.lru_cache(maxsize=4096)
+def _origin_digest(origin: str) -> int:
+    """Origins are few (a file, a topic partition) and asked for twice per entry."""
+    return digest64(origin.encode())
 
 
 class Memory(Protocol):

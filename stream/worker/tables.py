@@ -58,6 +58,9 @@ class FaustStateStore:
 
     @staticmethod
     def _write(table: faust.Table, partition: int, key: bytes, value: bytes) -> None:
+        # orjson 3.13 hands out each result in a 4 KiB buffer; kept in a table by the million,
+        # that is gigabytes. An exact-size copy is what the table holds.
+        value = bytes(memoryview(value))
         table.data[key] = value
         table.send_changelog(partition, key, value)
 

@@ -1,0 +1,300 @@
+"""`python -m bench [--quick] [--out FILE] [--broker tansu|kafka|both] [--entries N] [--skip-e2e]`
+
+Runs every section, writes the results as JSON (default bench/results/latest.json) and prints
+a table. It reports and never asserts: a missed target is a line in the table, not a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from importlib import metadata
+from pathlib import Path
+
+from bench import core
+from bench.report import GIB, table, targets
+from bench.workload import Synthetic, corpus_replay
+
+RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
+
+
+@dataclass(frozen=True)
+class Config:
+    entries: int = 50_000
+    repeats: int = 3
+    scaling_sessions: int = 100
+    scaling_length: int = 50
+    idle_sessions: int = 5_000
+    idle_length: int = 3
+    rss_sessions: int = 200_000
+    # The worker's encoding needs ~30 KiB a session today: measure it on fewer, extrapolate.
+    rss_as_stored_sessions: int = 50_000
+    brokers: tuple[str, ...] = ("tansu",)
+    rounds: int = 2
+    recovery_sessions: int = 100_000
+    quix: str = "install"  # install (bench/.venv-quix on demand) | if-present | skip
+    e2e: bool = True
+    profile: bool = True
+    profile_entries: int = 20_000
+    quick: bool = False
+
+
+QUICK = Config(entries=5_000, repeats=2, scaling_sessions=50, scaling_length=20,
+               idle_sessions=1_000, rss_sessions=10_000, rss_as_stored_sessions=5_000,
+               rounds=1, recovery_sessions=10_000, quix="skip", profile=False,
+               profile_entries=5_000, quick=True)
+
+
+def _versions() -> dict:
+    out = {}
+    for name in ("faust-streaming", "aiokafka", "orjson", "mode-streaming"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _git() -> dict:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, check=False,
+                              cwd=Path(__file__).resolve().parents[1])
+        return done.stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain",
+                                                                      "stream"))}
+
+
+def _machine() -> dict:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"platform": platform.platform(), "cpu": model, "cpus": os.cpu_count(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB,
+                                1),
+            "python": platform.python_version()}
+
+
+def _rss_probe(sessions: int, compact: bool, length: int) -> dict:
+    cmd = [sys.executable, "-m", "bench.rss", "--sessions", str(sessions), "--length",
+           str(length)] + (["--compact"] if compact else [])
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                          cwd=Path(__file__).resolve().parents[1], timeout=900)
+    if done.returncode != 0:
+        return {"error": (done.stderr or done.stdout).strip()[-500:]}
+    probe = json.loads(done.stdout.strip().splitlines()[-1])
+    # The state only grows, so the resident set after the run less the one before it is the
+    # state's; the peak may still be a transient of start-up when the run is small.
+    grown = probe["final_rss_bytes"] - probe["baseline_rss_bytes"]
+    per_session = grown / probe["sessions"]
+    projected = probe["baseline_rss_bytes"] + per_session * 1_000_000
+    measured = probe["sessions"] >= 1_000_000
+    probe.update({
+        "bytes_per_session": per_session,
+        "rss_bytes_for_1m_sessions": probe["peak_rss_bytes"] if measured else projected,
+        "label": "measured at 1M sessions" if measured else
+        f"EXTRAPOLATED from {probe['sessions']:,} sessions (baseline + per-session growth)",
+    })
+    return probe
+
+
+def run_core(config: Config, log=print) -> dict:
+    results: dict = {}
+    timings: dict = {}
+    started = time.perf_counter()
+    log(f"workload: {config.entries:,} corpus entries, interleaved")
+    workload = corpus_replay(config.entries)
+    synthetic = Synthetic()
+    results["workload"] = {
+        "entries": len(workload),
+        "sessions": len({sid for sid, _ in workload}),
+        "bytes": sum(len(raw) for _, raw in workload),
+        "source": "../shared/corpus replayed, copy c of session X renamed s{c}-X, sessions "
+                  "interleaved uniformly at random (seeded), per-session order kept",
+    }
+    log("parse floor and engine")
+    results["parse_floor"], results["engine"] = core.parse_and_engine(workload, config.repeats)
+    timings["engine"] = time.perf_counter() - started
+    log("scaling")
+    results["scaling"] = core.scaling(config.scaling_sessions, config.scaling_length,
+                                      config.repeats, synthetic)
+    timings["scaling"] = time.perf_counter() - started - sum(timings.values())
+    log("state")
+    state = core.state(workload, config.idle_sessions, config.idle_length, synthetic)
+    contiguous = corpus_replay(config.entries, interleaved=False)
+    synthetic_load = synthetic.workload(max(50, config.entries // 50), 50, prefix="cl")
+    concurrent = corpus_replay(config.entries, copies=20)
+    state["changelog"] = {
+        "corpus_1040_sessions_interleaved": core.changelog(concurrent),
+        "corpus_interleaved": core.changelog(workload),
+        "corpus_contiguous": core.changelog(contiguous),
+        "synthetic_interleaved": core.changelog(synthetic_load),
+        "note": "bytes the worker's flushes write to the two changelogs per input entry, "
+                "batches of 1000; values as the worker encodes them, keys add the session id",
+    }
+    log("rss probes (subprocesses)")
+    state["rss"] = {
+        "as_stored": _rss_probe(config.rss_as_stored_sessions, False, config.idle_length),
+        "compact_values": _rss_probe(config.rss_sessions, True, config.idle_length),
+    }
+    results["state"] = state
+    timings["state"] = time.perf_counter() - started - sum(timings.values())
+    from bench.profiling import engine_profile
+
+    results["profile"] = {"engine": engine_profile(workload[: config.profile_entries])}
+    timings["engine_profile"] = time.perf_counter() - started - sum(timings.values())
+    results["seconds"] = timings
+    return results
+
+
+def run_brokers(config: Config, results: dict, workdir: Path, log=print) -> None:
+    from bench import e2e
+    from bench.procs import create, produce, quix_python
+    from bench.profiling import normalize, worker_profile
+    from bench.recovery import recovery
+    from stream.brokers import start_broker
+
+    timings = results.setdefault("seconds", {})
+    if config.quix == "skip":
+        quix, quix_note = None, "skipped (--quick or --no-quix)"
+    else:
+        quix, quix_note = quix_python(config.quix == "install")
+    contenders = [e2e.WORKER, e2e.RAW, e2e.NAIVE_FAUST]
+    if quix:
+        contenders.append(e2e.quix_contender(quix))
+    workload = corpus_replay(config.entries)
+    records = [(sid.encode(), raw) for sid, raw in workload]
+    results["e2e"], results["recovery"] = {}, {}
+    for kind in config.brokers:
+        started = time.perf_counter()
+        log(f"broker {kind}: starting")
+        try:
+            broker = start_broker(kind)
+        except Exception as error:  # noqa: BLE001 - one broker failing must not lose the rest
+            results["e2e"][kind] = {"error": f"broker did not start: {error}"[:1500]}
+            continue
+        try:
+            input_topic = f"bench-in-{os.getpid()}"
+            create(broker.bootstrap, [input_topic])
+            import asyncio
+
+            t0 = time.perf_counter()
+            asyncio.run(produce(broker.bootstrap, input_topic, records))
+            produce_s = time.perf_counter() - t0
+            log(f"  produced {len(records):,} entries in {produce_s:.1f}s")
+            section = e2e.run_rounds(broker, input_topic, total=len(records),
+                                     contenders=contenders, rounds=config.rounds,
+                                     workdir=workdir, log=log)
+            section["produce_entries_per_s"] = len(records) / produce_s
+            section["quix"] = quix_note
+            if not quix:
+                section["quix_unavailable"] = quix_note
+            results["e2e"][kind] = section
+            results["recovery"][kind] = recovery(broker, config.recovery_sessions, workdir, log)
+            if config.profile and kind == config.brokers[0]:
+                profile = worker_profile(broker, input_topic, len(records), workdir, log)
+                cpu = section["contenders"]["worker"].get("contender_cpu_us_per_entry")
+                normalize(profile, cpu)
+                results.setdefault("profile", {})["worker"] = profile
+        finally:
+            broker.stop()
+        timings[f"broker_{kind}"] = time.perf_counter() - started
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1])
+    parser.add_argument("--quick", action="store_true",
+                        help="a small version for CI: under 2 minutes, Tansu only")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results JSON file")
+    parser.add_argument("--broker", choices=("tansu", "kafka", "both"), default="tansu")
+    parser.add_argument("--entries", type=int, help="entries of the workload (engine and e2e)")
+    parser.add_argument("--skip-e2e", action="store_true",
+                        help="in-process sections only: no broker, worker or peers")
+    parser.add_argument("--rounds", type=int, help="interleaved e2e rounds (median reported)")
+    parser.add_argument("--rss-sessions", type=int,
+                        help="sessions of the RSS probe with compact values (200k by default; "
+                        "the worker's own encoding is measured on 50k and extrapolated)")
+    parser.add_argument("--recovery-sessions", type=int)
+    parser.add_argument("--no-profile", action="store_true", help="skip the worker profile")
+    parser.add_argument("--no-quix", action="store_true",
+                        help="leave out the Quix Streams peer (and never create its venv)")
+    return parser
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    config = QUICK if args.quick else Config()
+    changes: dict = {}
+    if args.entries:
+        changes["entries"] = args.entries
+    if args.rounds:
+        changes["rounds"] = args.rounds
+    if args.rss_sessions:
+        changes["rss_sessions"] = args.rss_sessions
+    if args.recovery_sessions:
+        changes["recovery_sessions"] = args.recovery_sessions
+    changes["brokers"] = ("tansu", "kafka") if args.broker == "both" else (args.broker,)
+    if args.skip_e2e:
+        changes["e2e"] = False
+    if args.no_profile:
+        changes["profile"] = False
+    if args.no_quix:
+        changes["quix"] = "skip"
+    return replace(config, **changes)
+
+
+def run(config: Config, out: Path, command: str = "python -m bench", log=None) -> dict:
+    """Every section `config` asks for; writes the results to `out` and returns them."""
+    started = time.perf_counter()
+
+    def default_log(message: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    log = log or default_log
+    results: dict = {"meta": {
+        "command": command,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": _machine(),
+        "versions": _versions(),
+        "git": _git(),
+        "config": asdict(config),
+    }}
+    results.update(run_core(config, log))
+    if config.e2e:
+        workdir = Path(tempfile.mkdtemp(prefix="session-stream-bench-"))
+        try:
+            run_brokers(config, results, workdir, log)
+        finally:
+            if os.environ.get("BENCH_KEEP_LOGS"):
+                log(f"logs kept in {workdir}")
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        results["e2e"] = {"skipped": "--skip-e2e"}
+        results["recovery"] = {"skipped": "--skip-e2e"}
+    results["targets"] = targets(results)
+    results["meta"]["seconds_total"] = time.perf_counter() - started
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    results = run(config_from(args), args.out, command.strip())
+    print(table(results))
+    print(f"\nresults: {args.out}  ({results['meta']['seconds_total']:.0f}s)")
+    return 0

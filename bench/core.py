@@ -1,0 +1,326 @@
+"""The in-process benchmarks: parse floor, engine, scaling and state (sections 1-4).
+
+Timings alternate between the floor and the contender and keep the best of the repeats: on a
+shared machine the best run is the one least disturbed by other tenants, for both sides alike.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+import tracemalloc
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+
+import orjson
+
+from bench.workload import Entry, Synthetic, load_corpus, total_bytes
+from stream.accounting import Tally
+from stream.engine import DictMemory, Engine, FileSource, Session, SessionState
+from stream.settings import Settings
+from stream.worker.processor import BatchProcessor, InRecord, StoredSession
+
+PARTITIONS = 4
+BATCH = 1000
+
+
+def _best(seconds: list[float]) -> float:
+    return min(seconds)
+
+
+def numbered(workload: Sequence[Entry]) -> list[tuple[str, bytes, int]]:
+    """(session id, raw, line number within its session): the engine's source positions."""
+    lines: dict[str, int] = {}
+    out = []
+    for sid, raw in workload:
+        line = lines.get(sid, 0) + 1
+        lines[sid] = line
+        out.append((sid, raw, line))
+    return out
+
+
+def parse_all(raws: Sequence[bytes]) -> float:
+    loads = orjson.loads
+    start = time.perf_counter()
+    for raw in raws:
+        loads(raw)
+    return time.perf_counter() - start
+
+
+def engine_all(items: Sequence[tuple[str, bytes, int]], engine: Engine | None = None,
+               tally: Tally | None = None) -> tuple[float, dict[str, Session]]:
+    """The offline engine over `items` from fresh state: one Session (DictMemory) per id."""
+    engine = engine or Engine()
+    window = engine.limits.max_ids
+    sessions: dict[str, Session] = {}
+    process = engine.process
+    start = time.perf_counter()
+    for sid, raw, line in items:
+        session = sessions.get(sid)
+        if session is None:
+            session = sessions[sid] = Session(sid, SessionState(), DictMemory(window))
+        verdict = process(session, raw, FileSource(sid, line))
+        if tally is not None:
+            tally.add(verdict)
+    return time.perf_counter() - start, sessions
+
+
+def rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else 0.0
+
+
+def parse_and_engine(workload: Sequence[Entry], repeats: int) -> tuple[dict, dict]:
+    raws = [raw for _, raw in workload]
+    items = numbered(workload)
+    size = total_bytes(workload)
+    parse_s, engine_s = [], []
+    tally = Tally()
+    engine_all(items, tally=tally)  # warm-up, and the verdicts' tally
+    for _ in range(repeats):
+        parse_s.append(parse_all(raws))
+        gc.collect()
+        engine_s.append(engine_all(items)[0])
+        gc.collect()
+    parse = {
+        "entries": len(raws),
+        "bytes": size,
+        "seconds": _best(parse_s),
+        "entries_per_s": rate(len(raws), _best(parse_s)),
+        "mb_per_s": size / 1e6 / _best(parse_s),
+        "repeats": repeats,
+    }
+    engine_rate = rate(len(items), _best(engine_s))
+    engine = {
+        "entries": len(items),
+        "sessions": len({sid for sid, _ in workload}),
+        "seconds": _best(engine_s),
+        "entries_per_s": engine_rate,
+        "mb_per_s": size / 1e6 / _best(engine_s),
+        "us_per_entry": 1e6 / engine_rate if engine_rate else 0.0,
+        "ratio_to_parse": engine_rate / parse["entries_per_s"],
+        "kept": tally.kept,
+        "dropped": tally.dropped,
+        "dead_lettered": tally.dead_lettered,
+        "alerts": sum(tally.alerts_by_kind.values()),
+        "repeats": repeats,
+    }
+    return parse, engine
+
+
+def scaling(sessions: int, length: int, repeats: int, synthetic: Synthetic | None = None) -> dict:
+    """Per-entry engine cost with 10x the sessions and with 10x longer sessions, against a base
+    of `sessions` x `length` run 10 times over fresh state (the same entry count as the others)."""
+    synthetic = synthetic or Synthetic()
+    base = numbered(synthetic.workload(sessions, length, prefix="base"))
+    wide = numbered(synthetic.workload(10 * sessions, length, prefix="wide"))
+    deep = numbered(synthetic.workload(sessions, 10 * length, prefix="deep"))
+
+    def run_base() -> float:
+        return sum(engine_all(base)[0] for _ in range(10))
+
+    timings: dict[str, list[float]] = {"base": [], "more_sessions": [], "longer_sessions": []}
+    for _ in range(repeats):
+        timings["base"].append(run_base())
+        gc.collect()
+        timings["more_sessions"].append(engine_all(wide)[0])
+        gc.collect()
+        timings["longer_sessions"].append(engine_all(deep)[0])
+        gc.collect()
+    counts = {"base": 10 * len(base), "more_sessions": len(wide), "longer_sessions": len(deep)}
+    us = {name: 1e6 * _best(t) / counts[name] for name, t in timings.items()}
+    return {
+        "base": {"sessions": sessions, "entries_per_session": length, "runs": 10,
+                 "us_per_entry": us["base"]},
+        "more_sessions": {"sessions": 10 * sessions, "entries_per_session": length,
+                          "us_per_entry": us["more_sessions"],
+                          "ratio_to_base": us["more_sessions"] / us["base"]},
+        "longer_sessions": {"sessions": sessions, "entries_per_session": 10 * length,
+                            "us_per_entry": us["longer_sessions"],
+                            "ratio_to_base": us["longer_sessions"] / us["base"]},
+        "repeats": repeats,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# State
+
+
+def _memory_key(session_id: str, key: str) -> bytes:
+    # As stream/worker/tables.py keys the memory table.
+    return session_id.encode() + b"\x00" + key.encode("utf-8", "surrogatepass")
+
+
+class CountingStore:
+    """A StateStore over two dicts of bytes, encoded as the worker's Faust tables encode them
+    (memory:// tables hold exactly these bytes), counting what each flush would write to the
+    two changelogs.
+
+    orjson 3.13 returns every `dumps` result in a 4 KiB allocation however short the JSON, and
+    the worker keeps those objects as table values; `compact=True` stores exact-size copies
+    instead, to show what copying them would save.
+    """
+
+    def __init__(self, compact: bool = False) -> None:
+        self.compact = compact
+        self.sessions_data: dict[bytes, bytes] = {}
+        self.memory_data: dict[bytes, bytes] = {}
+        self.writes = {"sessions": 0, "memory": 0}
+        self.value_bytes = {"sessions": 0, "memory": 0}
+        self.key_bytes = {"sessions": 0, "memory": 0}
+
+    def load(self, session_id: str) -> StoredSession | None:
+        data = self.sessions_data.get(session_id.encode())
+        return StoredSession.from_bytes(data) if data is not None else None
+
+    def recall(self, session_id: str, key: str) -> list | None:
+        data = self.memory_data.get(_memory_key(session_id, key))
+        return orjson.loads(data) if data is not None else None
+
+    def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
+        for key, value in memory.items():
+            self._write("memory", self.memory_data, _memory_key(session_id, key),
+                        orjson.dumps(value))
+        self._write("sessions", self.sessions_data, session_id.encode(), stored.to_bytes())
+
+    def _write(self, table: str, data: dict[bytes, bytes], key: bytes, value: bytes) -> None:
+        data[key] = bytes(memoryview(value)) if self.compact else value
+        self.writes[table] += 1
+        self.value_bytes[table] += len(value)
+        self.key_bytes[table] += len(key)
+
+    def sessions(self) -> Iterator[tuple[str, StoredSession]]:
+        for key, data in list(self.sessions_data.items()):
+            yield key.decode(), StoredSession.from_bytes(data)
+
+    def forget(self, sessions: dict[str, int]) -> int:
+        for session_id in sessions:
+            self.sessions_data.pop(session_id.encode(), None)
+        return len(sessions)
+
+
+def partition_of(key: bytes) -> int:
+    return zlib.crc32(key) % PARTITIONS
+
+
+def kafka_records(workload: Sequence[Entry], topic: str = "bench") -> list[InRecord]:
+    """The workload as the worker would consume it: keyed by session, offsets per partition."""
+    offsets = [0] * PARTITIONS
+    records = []
+    for sid, raw in workload:
+        key = sid.encode()
+        partition = partition_of(key)
+        records.append(InRecord(topic, partition, offsets[partition], key, raw))
+        offsets[partition] += 1
+    return records
+
+
+def run_batches(records: Sequence[InRecord], store, batch: int = BATCH,
+                clock: Callable[[], float] = time.time) -> BatchProcessor:
+    processor = BatchProcessor(Engine(), store, Settings.load(environ={}))
+    for start in range(0, len(records), batch):
+        processor.process(records[start : start + batch])
+        processor.flush(clock())
+    return processor
+
+
+def changelog(workload: Sequence[Entry], batch: int = BATCH) -> dict:
+    """Bytes the worker's flushes would write to the two changelogs, per input entry."""
+    store = CountingStore()
+    records = kafka_records(workload)
+    start = time.perf_counter()
+    run_batches(records, store, batch)
+    seconds = time.perf_counter() - start
+    n = len(records)
+    per_batch = [len({r.key for r in records[i : i + batch]}) for i in range(0, n, batch)]
+    values = sum(store.value_bytes.values())
+    keys = sum(store.key_bytes.values())
+    return {
+        "entries": n,
+        "sessions": len(store.sessions_data),
+        "batch": batch,
+        "sessions_per_batch": statistics.fmean(per_batch),
+        "value_bytes_per_entry": values / n,
+        "key_and_value_bytes_per_entry": (values + keys) / n,
+        "sessions_value_bytes_per_entry": store.value_bytes["sessions"] / n,
+        "memory_value_bytes_per_entry": store.value_bytes["memory"] / n,
+        "session_writes_per_entry": store.writes["sessions"] / n,
+        # Distinct memory keys left in the table (one per remembered entry id, idempotency key,
+        # ...): what a restart replays from the changelog at least, per session and per entry.
+        "memory_keys_per_session": len(store.memory_data) / max(1, len(store.sessions_data)),
+        "memory_keys_per_entry": len(store.memory_data) / n,
+        "memory_writes_per_entry": store.writes["memory"] / n,
+        "mean_session_value_bytes": store.value_bytes["sessions"]
+        / max(1, store.writes["sessions"]),
+        "mean_memory_value_bytes": store.value_bytes["memory"] / max(1, store.writes["memory"]),
+        "batch_processor_entries_per_s": rate(n, seconds),
+    }
+
+
+def _distribution(values: Sequence[int]) -> dict:
+    ordered = sorted(values)
+    return {
+        "count": len(ordered),
+        "mean": statistics.fmean(ordered),
+        "p50": ordered[len(ordered) // 2],
+        "p95": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))],
+        "max": ordered[-1],
+    }
+
+
+def serialized_sizes(sessions: dict[str, Session]) -> dict:
+    now = time.time()
+    return _distribution(
+        [len(StoredSession(s.state, now, 0).to_bytes()) for s in sessions.values()]
+    )
+
+
+def traced_bytes(build: Callable[[], object]) -> tuple[int, object]:
+    """Bytes still allocated by `build()`'s result once it returns (tracemalloc)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = build()
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return after - before, kept
+
+
+def state(corpus_entries: Sequence[Entry], small_sessions: int, small_length: int,
+          synthetic: Synthetic | None = None) -> dict:
+    synthetic = synthetic or Synthetic()
+    corpus_items = numbered(corpus_entries)
+    small = synthetic.workload(small_sessions, small_length, prefix="idle")
+    small_items = numbered(small)
+
+    # Offline engine objects (SessionState + DictMemory) per idle session, whole corpus sessions.
+    whole = numbered([(s.session_id, line) for s in load_corpus() for line in s.lines])
+    corpus_bytes, corpus_sessions = traced_bytes(lambda: engine_all(whole)[1])
+    small_bytes, small_engine = traced_bytes(lambda: engine_all(small_items)[1])
+
+    # The worker's form: bytes in two tables (what Faust's memory:// store holds).
+    def worker_tables() -> CountingStore:
+        store = CountingStore()
+        run_batches(kafka_records(small), store)
+        return store
+
+    table_bytes, store = traced_bytes(worker_tables)
+    n_small = len(small_engine)
+    return {
+        "serialized_bytes_per_session": {
+            "corpus_sessions": serialized_sizes(corpus_sessions),
+            "small_synthetic_sessions": serialized_sizes(small_engine),
+            "replayed_corpus_prefixes": serialized_sizes(engine_all(corpus_items)[1]),
+        },
+        "memory_bytes_per_idle_session": {
+            "engine_objects_corpus_sessions": corpus_bytes / len(corpus_sessions),
+            "engine_objects_small_sessions": small_bytes / n_small,
+            "worker_tables_small_sessions": table_bytes / n_small,
+            "small_session_entries": small_length,
+            "small_sessions": n_small,
+            "memory_keys_per_small_session": len(store.memory_data) / n_small,
+        },
+    }

@@ -1,0 +1,223 @@
+"""End to end on a local broker (section 5): the worker against the floors of this stack.
+
+The workload is produced once to a 4-partition input topic; then each contender, in turn and
+in a rotating order per round, consumes all of it with a consumer group and output topics of its
+own. A contender is done when its group has committed every input offset. Its rate is the input
+count over the span from its first to its last output record (the timestamps its producer set):
+consumer start-up, group join and commit lag fall outside that span for every contender alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.procs import (
+    E2E_SESSION_TIMEOUT_S,
+    PARTITIONS,
+    Child,
+    committed,
+    cpu_seconds,
+    create,
+    http_json,
+    interpolate,
+    python_env,
+    read_outputs,
+    worker_command,
+    worker_env,
+    worker_settings,
+)
+from stream.brokers import RunningBroker, free_port
+
+POLL_S = 0.5
+
+
+@dataclass
+class Launch:
+    """One contender's run: its process, the group whose commits say it is done, its outputs."""
+
+    child: Child
+    group: str
+    outputs: list[str]
+    stats_port: int | None = None
+
+
+@dataclass
+class Contender:
+    name: str
+    describe: str
+    make: Callable[[RunningBroker, str, str, Path], Launch]
+
+
+def _worker(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
+    settings = worker_settings(broker.url, tag, input_topic, workdir,
+                               session_timeout=float(E2E_SESSION_TIMEOUT_S))
+    child = Child("worker", worker_command(), workdir / f"{tag}.log", worker_env(settings))
+    return Launch(child, settings.app_id, list(settings.output_topics), settings.web_port)
+
+
+def _raw(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
+    output, group = f"{tag}-out", f"bench-{tag}"
+    create(broker.bootstrap, [output])
+    cmd = [sys.executable, "-m", "bench.raw_peer", "--bootstrap", broker.bootstrap,
+           "--input", input_topic, "--output", output, "--group", group,
+           "--session-timeout", str(E2E_SESSION_TIMEOUT_S)]
+    return Launch(Child("raw", cmd, workdir / f"{tag}.log", python_env()), group, [output])
+
+
+def _faust(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
+    output, group = f"{tag}-out", f"bench-{tag}"
+    (workdir / tag).mkdir(parents=True, exist_ok=True)
+    # Faust crash-loops on topics it auto-creates with other partition counts: pre-create all.
+    create(broker.bootstrap, [output, f"{group}-sessions-changelog"])
+    cmd = [sys.executable, "-m", "bench.faust_peer", "--broker", broker.url,
+           "--input", input_topic, "--output", output, "--group", group,
+           "--web-port", str(free_port()), "--data-dir", str(workdir / tag / "data"),
+           "--session-timeout", str(E2E_SESSION_TIMEOUT_S)]
+    return Launch(Child("faust", cmd, workdir / f"{tag}.log", python_env()), group, [output])
+
+
+def quix_contender(python: str) -> Contender:
+    def make(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
+        output, group = f"{tag}-out", f"bench-{tag}"
+        create(broker.bootstrap, [output])
+        cmd = [python, str(Path(__file__).with_name("quix_peer.py")),
+               "--bootstrap", broker.bootstrap, "--input", input_topic, "--output", output,
+               "--group", group, "--state-dir", str(workdir / tag / "state"),
+               "--session-timeout", str(E2E_SESSION_TIMEOUT_S)]
+        return Launch(Child("quix", cmd, workdir / f"{tag}.log", python_env()), group, [output])
+
+    return Contender("quix", "Quix Streams, per-session RocksDB state with changelog", make)
+
+
+WORKER = Contender("worker", "session-stream worker (engine, tables, batches)", _worker)
+RAW = Contender("raw_aiokafka", "raw aiokafka getmany -> produce -> commit, no processing", _raw)
+NAIVE_FAUST = Contender("naive_faust", "plain Faust agent, Table update per entry", _faust)
+
+
+@dataclass
+class Progress:
+    done_at: float | None = None
+    error: str | None = None
+    stats: dict | None = None
+    # (wall time, CPU seconds) of the contender and of the broker, to charge each with the CPU
+    # it used between the first and the last output record.
+    own_cpu: list[tuple[float, float]] = field(default_factory=list)
+    broker_cpu: list[tuple[float, float]] = field(default_factory=list)
+
+    def sample(self, child: Child, broker: RunningBroker) -> None:
+        _sample(self.own_cpu, child.pid)
+        _sample(self.broker_cpu, broker.process.pid)
+
+
+def _wait_done(launch: Launch, broker: RunningBroker, input_topic: str, total: int,
+               timeout: float) -> Progress:
+    """Poll the group's committed offsets until they cover every input record."""
+    child, progress = launch.child, Progress()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        progress.sample(child, broker)
+        if not child.alive():
+            progress.error = f"exited {child.process.returncode}: {child.log_tail(15)}"
+            return progress
+        try:
+            done = asyncio.run(committed(broker.bootstrap, launch.group, input_topic,
+                                         range(PARTITIONS)))
+        except Exception as failure:  # noqa: BLE001 - a slow broker answer: ask again
+            done = -1
+            progress.error = f"offset query: {type(failure).__name__}"
+        if done >= total:
+            progress.sample(child, broker)
+            progress.done_at = time.monotonic()
+            progress.error = None
+            if launch.stats_port is not None:
+                progress.stats = http_json(launch.stats_port, "/stats")
+            return progress
+        time.sleep(POLL_S)
+    progress.error = f"not done after {timeout:.0f}s: {child.log_tail(10)}"
+    return progress
+
+
+def run_one(contender: Contender, broker: RunningBroker, input_topic: str, *, total: int,
+            workdir: Path, timeout: float) -> dict:
+    tag = f"{contender.name.replace('_', '')}-{uuid.uuid4().hex[:6]}"
+    launch = contender.make(broker, input_topic, tag, workdir)
+    child = launch.child.start()
+    try:
+        progress = _wait_done(launch, broker, input_topic, total, timeout)
+    finally:
+        child.stop()
+    outputs = asyncio.run(read_outputs(broker.url, launch.outputs))
+    result: dict = {
+        "contender": contender.name,
+        "entries": total,
+        "output_records": outputs.records,
+        "wall_s_to_committed": (progress.done_at - child.started_at)
+        if progress.done_at else None,
+    }
+    if progress.error:
+        result["error"] = progress.error[-1500:]
+    if progress.stats is not None:
+        result["worker_entries_in"] = progress.stats.get("entries_in")
+    if outputs.records >= 2 and outputs.last_ms > outputs.first_ms:
+        span = (outputs.last_ms - outputs.first_ms) / 1000
+        ordered = sorted(outputs.timestamps)
+        mid = (ordered[int(0.9 * len(ordered))] - ordered[int(0.1 * len(ordered))]) / 1000
+        result["span_s"] = span
+        result["entries_per_s"] = total / span
+        result["entries_per_s_p10_p90"] = 0.8 * total / mid if mid > 0 else None
+        for name, series in (("contender", progress.own_cpu), ("broker", progress.broker_cpu)):
+            first = interpolate(series, outputs.first_ms / 1000)
+            last = interpolate(series, outputs.last_ms / 1000)
+            if first is not None and last is not None:
+                result[f"{name}_cpu_us_per_entry"] = 1e6 * (last - first) / total
+    return result
+
+
+def _sample(series: list[tuple[float, float]], pid: int) -> None:
+    cpu = cpu_seconds(pid)
+    if cpu is not None:
+        series.append((time.time(), cpu))
+
+
+def run_rounds(broker: RunningBroker, input_topic: str, *, total: int,
+               contenders: Sequence[Contender], rounds: int, workdir: Path,
+               log: Callable[[str], None]) -> dict:
+    timeout = 90.0 + total / 1500.0
+    runs: dict[str, list[dict]] = {c.name: [] for c in contenders}
+    for round_no in range(rounds):
+        shift = round_no % len(contenders)
+        order = list(contenders[shift:]) + list(contenders[:shift])
+        for contender in order:
+            log(f"  e2e {broker.kind} round {round_no + 1}/{rounds}: {contender.name}")
+            result = run_one(contender, broker, input_topic, total=total, workdir=workdir,
+                             timeout=timeout)
+            result["round"] = round_no + 1
+            runs[contender.name].append(result)
+            rate = result.get("entries_per_s")
+            log(f"    -> {rate:,.0f} entries/s" if rate else f"    -> {result.get('error')}")
+    summary = {}
+    for contender in contenders:
+        rates = [r["entries_per_s"] for r in runs[contender.name] if r.get("entries_per_s")]
+        cpu = {key: [r[key] for r in runs[contender.name] if r.get(key) is not None]
+               for key in ("contender_cpu_us_per_entry", "broker_cpu_us_per_entry")}
+        summary[contender.name] = {
+            "describe": contender.describe,
+            "entries_per_s": statistics.median(rates) if rates else None,
+            **{key: statistics.median(values) if values else None
+               for key, values in cpu.items()},
+            "rounds": runs[contender.name],
+        }
+    ratios = {}
+    worker = summary.get("worker", {}).get("entries_per_s")
+    for name, key in (("naive_faust", "worker_over_naive_faust"), ("quix", "worker_over_quix"),
+                      ("raw_aiokafka", "worker_over_raw_aiokafka")):
+        other = summary.get(name, {}).get("entries_per_s")
+        ratios[key] = worker / other if worker and other else None
+    return {"contenders": summary, "ratios": ratios, "rounds": rounds}

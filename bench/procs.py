@@ -1,0 +1,270 @@
+"""Processes and broker chores shared by the end-to-end, recovery and profile benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from stream.brokers import create_topics, free_port
+from stream.settings import Settings
+from stream.tail import read_topic
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+QUIX_VENV = BENCH / ".venv-quix"
+PARTITIONS = 4
+# Group session timeout of the e2e contenders: Tansu holds a new group's JoinGroup for half of
+# it, which falls outside the measured span but not outside the run's time.
+E2E_SESSION_TIMEOUT_S = 6
+
+
+def _die_with_parent():
+    """Ask Linux to SIGKILL the child when the harness dies, so nothing is left running."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    return hook
+
+
+@dataclass
+class Child:
+    """A subprocess with its output in a log file."""
+
+    name: str
+    cmd: list[str]
+    log_path: Path
+    env: dict[str, str] | None = None
+    process: subprocess.Popen | None = None
+    started_at: float = 0.0
+
+    def start(self) -> Child:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.started_at = time.monotonic()
+            self.process = subprocess.Popen(
+                self.cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=self.env, cwd=REPO, preexec_fn=_die_with_parent(),  # noqa: PLW1509
+            )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 25.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def interpolate(series: Sequence[tuple[float, float]], at: float) -> float | None:
+    """The value of a (time, value) series at `at`, linear between samples."""
+    if not series:
+        return None
+    if at <= series[0][0]:
+        return series[0][1]
+    for (t0, v0), (t1, v1) in itertools.pairwise(series):
+        if t0 <= at <= t1:
+            return v0 + (v1 - v0) * (at - t0) / (t1 - t0) if t1 > t0 else v1
+    return series[-1][1]
+
+
+def python_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("SESSION_STREAM_")}
+
+
+def worker_settings(broker_url: str, tag: str, input_topic: str, workdir: Path,
+                    **changes: object) -> Settings:
+    (workdir / tag).mkdir(parents=True, exist_ok=True)  # Faust makes only the last level
+    return Settings.load(environ={}).replace(
+        broker=broker_url,
+        app_id=f"bench-{tag}",
+        input_topic=input_topic,
+        clean_topic=f"{tag}-clean",
+        alerts_topic=f"{tag}-alerts",
+        dlq_topic=f"{tag}-dlq",
+        data_dir=str(workdir / tag / "data"),
+        partitions=PARTITIONS,
+        web_port=free_port(),
+        log_level="info",  # at warn, faust.Worker sets the root logger to DEBUG (spinner)
+        **changes,
+    )
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    env = python_env()
+    env.update({f"SESSION_STREAM_{k.upper()}": str(v) for k, v in settings.__dict__.items()})
+    return env
+
+
+def worker_command(python: str = sys.executable) -> list[str]:
+    return [python, "-m", "stream.cli", "worker"]
+
+
+def http_json(port: int, path: str, timeout: float = 1.0) -> dict | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as reply:
+            return json.loads(reply.read())
+    except (OSError, ValueError):
+        return None
+
+
+def create(bootstrap: str, topics: Sequence[str]) -> None:
+    """Topics with 4 partitions and retention.ms=-1 (Tansu needs an explicit config for Quix)."""
+    create_topics(bootstrap, dict.fromkeys(topics, PARTITIONS), config={"retention.ms": "-1"})
+
+
+async def produce(bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes]],
+                  window: int = 2000) -> dict[int, int]:
+    """Send every (key, value) and wait for all; returns each partition's end offset."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=10,
+                                max_batch_size=1024 * 1024, request_timeout_ms=60_000)
+    await producer.start()
+    ends: dict[int, int] = {}
+    try:
+        for first in range(0, len(records), window):
+            pending = [await producer.send(topic, value, key=key)
+                       for key, value in records[first : first + window]]
+            for meta in await asyncio.gather(*pending):
+                ends[meta.partition] = max(ends.get(meta.partition, 0), meta.offset + 1)
+    finally:
+        await producer.stop()
+    return ends
+
+
+async def committed(bootstrap: str, group: str, topic: str, partitions: Sequence[int]) -> int:
+    """Offsets the group has committed on `topic`, summed (0 for partitions without)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        offsets = await admin.list_consumer_group_offsets(group, partitions=tps)
+    finally:
+        await admin.close()
+    return sum(max(0, meta.offset) for meta in offsets.values() if meta is not None)
+
+
+@dataclass
+class OutputStats:
+    records: int = 0
+    first_ms: int | None = None
+    last_ms: int | None = None
+    timestamps: list[int] = field(default_factory=list)
+
+    def add(self, timestamp: int) -> None:
+        self.records += 1
+        self.timestamps.append(timestamp)
+        self.first_ms = timestamp if self.first_ms is None else min(self.first_ms, timestamp)
+        self.last_ms = timestamp if self.last_ms is None else max(self.last_ms, timestamp)
+
+
+async def read_outputs(broker_url: str, topics: Sequence[str]) -> OutputStats:
+    """Count every record of `topics` and keep their timestamps (the producer's CreateTime)."""
+    stats = OutputStats()
+    settings = Settings.load(environ={}).replace(broker=broker_url)
+    for topic in topics:
+        async for record in read_topic(settings, topic, follow=False, idle_timeout=3.0):
+            stats.add(record.timestamp)
+    return stats
+
+
+async def end_positions(bootstrap: str, topic: str) -> dict[int, int]:
+    """The true end of every partition of `topic`: the high watermark of a fetch response (on
+    Tansu, ListOffsets(latest) may lie short of it)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                max_partition_fetch_bytes=1024)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        hints = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, max(0, hints[tp] - 1))
+        for _ in range(50):
+            await consumer.getmany(*tps, timeout_ms=200)
+            if all(consumer.highwater(tp) is not None for tp in tps):
+                break
+        return {tp.partition: max(hints[tp], consumer.highwater(tp) or 0) for tp in tps}
+    finally:
+        await consumer.stop()
+
+
+def quix_python(install: bool) -> tuple[str | None, str]:
+    """The Quix Streams venv's python, made on demand; (None, reason) when unavailable."""
+    python = QUIX_VENV / "bin" / "python"
+    probe = [str(python), "-c", "import quixstreams, orjson; print(quixstreams.__version__)"]
+    if python.exists():
+        done = subprocess.run(probe, capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            return str(python), f"quixstreams {done.stdout.strip()}"
+    if not install:
+        return None, f"no Quix Streams venv at {QUIX_VENV} (a full run creates it)"
+    steps = [
+        [sys.executable, "-m", "venv", "--clear", str(QUIX_VENV)],
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "quixstreams", "orjson"],
+    ]
+    for step in steps:
+        try:
+            done = subprocess.run(step, capture_output=True, text=True, check=False, timeout=600)
+        except subprocess.TimeoutExpired:
+            return None, f"{' '.join(step[:3])} timed out"
+        if done.returncode != 0:
+            shutil.rmtree(QUIX_VENV, ignore_errors=True)
+            reason = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["failed"]
+            return None, f"could not install quixstreams: {reason[0]}"
+    done = subprocess.run(probe, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return None, f"quixstreams installed but does not import: {done.stderr.strip()[-200:]}"
+    return str(python), f"quixstreams {done.stdout.strip()}"

@@ -1,0 +1,182 @@
+"""The targets of issue 4, judged against a results dict, and the table printed after a run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+GIB = 1024**3
+
+
+def _get(results: dict, *path: str):
+    value = results
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def targets(results: dict) -> list[dict]:
+    """Each target with its measured value; `met` is None when it was not measured."""
+    rows: list[dict] = []
+
+    def add(name: str, value, op: str, limit: float, note: str = "") -> None:
+        met = None
+        if isinstance(value, int | float):
+            met = value >= limit if op == ">=" else value <= limit
+        rows.append({"target": name, "value": value, "op": op, "limit": limit, "met": met,
+                     "note": note})
+
+    add("engine / parse floor (entries/s)", _get(results, "engine", "ratio_to_parse"), ">=", 0.5)
+    add("per-entry cost, 10x sessions / base",
+        _get(results, "scaling", "more_sessions", "ratio_to_base"), "<=", 1.3)
+    add("per-entry cost, 10x longer sessions / base",
+        _get(results, "scaling", "longer_sessions", "ratio_to_base"), "<=", 1.3)
+    add("serialized bytes per idle session (corpus sessions, mean)",
+        _get(results, "state", "serialized_bytes_per_session", "corpus_sessions", "mean"),
+        "<=", 300)
+    add("changelog value bytes per entry (corpus, 1,040 sessions interleaved)",
+        _get(results, "state", "changelog", "corpus_1040_sessions_interleaved",
+             "value_bytes_per_entry"), "<=", 200)
+    rss = _get(results, "state", "rss", "as_stored", "rss_bytes_for_1m_sessions")
+    add("RSS for 1M small sessions, GiB (worker encoding)",
+        rss / GIB if rss else None, "<=", 1.0,
+        _get(results, "state", "rss", "as_stored", "label") or "")
+    for broker, e2e in (results.get("e2e") or {}).items():
+        if not isinstance(e2e, dict) or "ratios" not in e2e:
+            continue
+        add(f"{broker}: worker / naive Faust (floor)",
+            _get(e2e, "ratios", "worker_over_naive_faust"), ">=", 2.5)
+        add(f"{broker}: worker / Quix Streams (goal)",
+            _get(e2e, "ratios", "worker_over_quix"), ">=", 1.0,
+            "" if _get(e2e, "contenders", "quix") else (e2e.get("quix_unavailable") or ""))
+    for broker, rec in (results.get("recovery") or {}).items():
+        if isinstance(rec, dict) and "sessions" in rec:
+            add(f"{broker}: restart to first output with {rec['sessions']:,} sessions, s",
+                rec.get("seconds_to_first_output"), "<=", 10.0,
+                "" if rec["sessions"] >= 100_000 else "fewer sessions than the target's 100k")
+    return rows
+
+
+def _num(value, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def table(results: dict) -> str:
+    lines: list[str] = []
+    out: Callable[[str], None] = lines.append
+    _engine_lines(results, out)
+    _state_lines(results.get("state") or {}, out)
+    _broker_lines(results, out)
+    _profile_lines(results.get("profile") or {}, out)
+    out("== targets ==")
+    for row in results.get("targets", []):
+        status = {True: "met", False: "MISSED", None: "not measured"}[row["met"]]
+        out(f"{status:12s} {row['target']}: {_num(row['value'])} (target {row['op']} "
+            f"{row['limit']})" + (f"  [{row['note']}]" if row.get("note") else ""))
+    return "\n".join(lines)
+
+
+def _engine_lines(results: dict, out: Callable[[str], None]) -> None:
+    parse, engine = results.get("parse_floor") or {}, results.get("engine") or {}
+    out("== engine (in-process) ==")
+    out(f"parse floor   {_num(parse.get('entries_per_s'))} entries/s  "
+        f"{_num(parse.get('mb_per_s'))} MB/s  ({_num(parse.get('entries'))} entries, "
+        f"{_num(parse.get('bytes'))} bytes)")
+    out(f"engine        {_num(engine.get('entries_per_s'))} entries/s  "
+        f"{_num(engine.get('mb_per_s'))} MB/s  {_num(engine.get('us_per_entry'))} us/entry  "
+        f"ratio to parse {_num(engine.get('ratio_to_parse'), 3)}")
+    scaling = results.get("scaling") or {}
+    if scaling:
+        out(f"scaling       base {_num(_get(scaling, 'base', 'us_per_entry'))} us/entry; "
+            f"10x sessions x{_num(_get(scaling, 'more_sessions', 'ratio_to_base'))}; "
+            f"10x longer x{_num(_get(scaling, 'longer_sessions', 'ratio_to_base'))}")
+
+
+def _state_lines(state: dict, out: Callable[[str], None]) -> None:
+    if state:
+        out("== state ==")
+        ser = _get(state, "serialized_bytes_per_session") or {}
+        for name, dist in ser.items():
+            out(f"serialized    {name}: mean {_num(dist.get('mean'), 0)} B, p95 "
+                f"{_num(dist.get('p95'))} B, max {_num(dist.get('max'))} B")
+        mem = _get(state, "memory_bytes_per_idle_session") or {}
+        out(f"in memory     engine objects: corpus session {_num(mem.get('engine_objects_corpus_sessions'), 0)} B, "  # noqa: E501
+            f"small session {_num(mem.get('engine_objects_small_sessions'), 0)} B; worker "
+            f"tables, small session {_num(mem.get('worker_tables_small_sessions'), 0)} B")
+        for name, log in (_get(state, "changelog") or {}).items():
+            if not isinstance(log, dict):
+                continue
+            out(f"changelog     {name}: {_num(log.get('value_bytes_per_entry'), 0)} B values/entry "
+                f"({_num(log.get('key_and_value_bytes_per_entry'), 0)} B with keys; state "
+                f"{_num(log.get('sessions_value_bytes_per_entry'), 0)} + memory "
+                f"{_num(log.get('memory_value_bytes_per_entry'), 0)}; "
+                f"{_num(log.get('sessions_per_batch'), 0)} sessions/batch)")
+        for name, rss in (_get(state, "rss") or {}).items():
+            if "error" in rss:
+                out(f"rss           {name}: {rss['error']}")
+                continue
+            out(f"rss           {name}: {_num(rss.get('bytes_per_session'), 0)} B/session -> "
+                f"{_num(rss.get('rss_bytes_for_1m_sessions', 0) / GIB)} GiB for 1M "
+                f"({rss.get('label')})")
+
+
+def _broker_lines(results: dict, out: Callable[[str], None]) -> None:
+    for broker, e2e in (results.get("e2e") or {}).items():
+        out(f"== end to end: {broker} ==")
+        if not isinstance(e2e, dict) or "contenders" not in e2e:
+            out(f"  {e2e}")
+            continue
+        for name, c in e2e["contenders"].items():
+            errors = [r["error"][:80] for r in c["rounds"] if r.get("error")]
+            out(f"{name:14s}{_num(c.get('entries_per_s')):>10s} entries/s  cpu/entry: own "
+                f"{_num(c.get('contender_cpu_us_per_entry'), 0)} us, broker "
+                f"{_num(c.get('broker_cpu_us_per_entry'), 0)} us  {c['describe']}"
+                + (f"  [error: {errors[0]}]" if errors else ""))
+        if e2e.get("quix_unavailable"):
+            out(f"quix          unavailable: {e2e['quix_unavailable']}")
+        r = e2e["ratios"]
+        out(f"ratios        worker/naive Faust {_num(r.get('worker_over_naive_faust'))}, "
+            f"worker/Quix {_num(r.get('worker_over_quix'))}, "
+            f"worker/raw aiokafka {_num(r.get('worker_over_raw_aiokafka'))}")
+    for broker, rec in (results.get("recovery") or {}).items():
+        out(f"== recovery: {broker} ==")
+        if "sessions" not in rec:
+            out(f"  {rec}")
+            continue
+        out(f"restart with {_num(rec.get('sessions'))} sessions: first output after "
+            f"{_num(rec.get('seconds_to_first_output'))} s, stats page after "
+            f"{_num(rec.get('seconds_to_stats_page'))} s" +
+            (f"  [error: {rec['error'][:100]}]" if rec.get("error") else ""))
+        phases = rec.get("phases_s") or {}
+        if phases:
+            out("phases (s after start): " + ", ".join(
+                f"{name} {'/'.join(str(t) for t in times)}" for name, times in phases.items())
+                + f"; {_num(rec.get('changelog_records'))} changelog records")
+
+
+def _profile_lines(prof: dict, out: Callable[[str], None]) -> None:
+    for name in ("worker", "engine"):
+        p = prof.get(name)
+        if not p or "top_self" not in p:
+            if p:
+                out(f"== profile: {name} == {p.get('error', p)}")
+            continue
+        out(f"== profile: {name} ({p.get('tool')}) ==")
+        for c in p.get("categories", [])[:10]:
+            out(f"  {c['share'] * 100:5.1f}%  {_num(c['us_per_entry'])} us/entry  {c['category']}")
+        for t in p.get("by_task", [])[:8]:
+            out(f"  {t['share'] * 100:5.1f}%  task {t['task']}")
+        for a in p.get("inside_worker_agent", [])[:6]:
+            out(f"  {a['share'] * 100:5.1f}%  in agent: {a['call']}")
+        for row in p["top_self"][:10]:
+            us = row.get("us_per_entry", row.get("self_us_per_entry"))
+            out(f"  self {_num(us)} us/entry  {row['function']}")

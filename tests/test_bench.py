@@ -1,0 +1,149 @@
+"""The benchmark harness runs and reports sane numbers (its in-process sections, on a tiny
+workload; no broker). It never judges timing: targets are reported, not asserted."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bench import cli
+from bench.profiling import categorize, parse_collapsed, summarize_samples
+from bench.report import table
+from bench.workload import CORPUS, Synthetic, corpus_replay
+
+pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="needs ../shared/corpus")
+
+TINY = replace(
+    cli.QUICK, entries=600, repeats=1, scaling_sessions=4, scaling_length=10,
+    idle_sessions=40, rss_sessions=400, rss_as_stored_sessions=200, profile_entries=200,
+    e2e=False,
+)
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("bench") / "results.json"
+    cli.run(TINY, out, log=lambda message: None)
+    return json.loads(out.read_text())
+
+
+def test_the_results_file_has_every_section(results: dict) -> None:
+    for section in ("meta", "workload", "parse_floor", "engine", "scaling", "state", "e2e",
+                    "recovery", "profile", "targets"):
+        assert section in results, section
+    assert results["e2e"] == {"skipped": "--skip-e2e"}
+    assert results["meta"]["config"]["entries"] == 600
+
+
+def test_throughputs_are_positive_and_the_ratio_follows_from_them(results: dict) -> None:
+    parse, engine = results["parse_floor"], results["engine"]
+    assert parse["entries"] == engine["entries"] == results["workload"]["entries"] == 600
+    for value in (parse["entries_per_s"], parse["mb_per_s"], engine["entries_per_s"],
+                  engine["us_per_entry"]):
+        assert _positive(value)
+    assert engine["ratio_to_parse"] == pytest.approx(
+        engine["entries_per_s"] / parse["entries_per_s"])
+    assert engine["kept"] + engine["dropped"] + engine["dead_lettered"] == 600
+
+
+def test_scaling_compares_equal_entry_counts(results: dict) -> None:
+    scaling = results["scaling"]
+    for name in ("base", "more_sessions", "longer_sessions"):
+        assert _positive(scaling[name]["us_per_entry"])
+    assert scaling["more_sessions"]["sessions"] == 10 * scaling["base"]["sessions"]
+    assert scaling["longer_sessions"]["entries_per_session"] == 10 * scaling["base"][
+        "entries_per_session"]
+    for name in ("more_sessions", "longer_sessions"):
+        assert _positive(scaling[name]["ratio_to_base"])
+
+
+def test_state_sizes_are_plausible(results: dict) -> None:
+    state = results["state"]
+    corpus = state["serialized_bytes_per_session"]["corpus_sessions"]
+    assert corpus["count"] == 52
+    assert 50 < corpus["mean"] <= corpus["max"] < 10_000
+    memory = state["memory_bytes_per_idle_session"]
+    assert _positive(memory["engine_objects_small_sessions"])
+    assert _positive(memory["worker_tables_small_sessions"])
+    for name, log in state["changelog"].items():
+        if isinstance(log, dict):
+            assert _positive(log["value_bytes_per_entry"]), name
+            assert log["key_and_value_bytes_per_entry"] > log["value_bytes_per_entry"]
+            assert log["session_writes_per_entry"] <= 1.0
+    for name, probe in state["rss"].items():
+        assert "error" not in probe, probe
+        assert probe["sessions"] == (400 if name == "compact_values" else 200)
+        assert _positive(probe["peak_rss_bytes"])
+        assert _positive(probe["rss_bytes_for_1m_sessions"])
+        assert "EXTRAPOLATED" in probe["label"]
+
+
+def test_the_engine_profile_names_functions(results: dict) -> None:
+    profile = results["profile"]["engine"]
+    assert profile["top_self"] and profile["top_inclusive"]
+    assert any("stream/engine" in row["function"] for row in profile["top_inclusive"])
+
+
+def test_targets_are_reported_not_asserted(results: dict) -> None:
+    names = [row["target"] for row in results["targets"]]
+    assert any("engine" in name for name in names)
+    assert any("changelog" in name for name in names)
+    for row in results["targets"]:
+        assert row["met"] in (True, False, None)
+    assert "== targets ==" in table(results)
+
+
+def test_the_workload_renames_sessions_and_keeps_their_order() -> None:
+    stream = corpus_replay(7_000)
+    assert len(stream) == 7_000
+    ids = {sid for sid, _ in stream}
+    assert any(sid.startswith("s1-") for sid in ids)  # a second copy was needed
+    first = {}
+    for sid, raw in stream:
+        first.setdefault(sid, raw)
+    # every session's first replayed line is its header, as in the file
+    assert all(orjson.loads(raw)["type"] == "session" for raw in first.values())
+
+
+def test_synthetic_sessions_are_valid_entries_of_realistic_size() -> None:
+    workload = Synthetic(seed=3).workload(20, 30)
+    values = [orjson.loads(raw) for _, raw in workload]
+    assert len(values) == 600
+    roles = {v["message"]["role"] for v in values if v["type"] == "message"}
+    assert roles == {"user", "assistant", "toolResult"}
+    mean = sum(len(raw) for _, raw in workload) / len(workload)
+    assert 300 < mean < 5_000
+
+
+def test_py_spy_samples_are_summed_by_category() -> None:
+    root = "main (stream/cli.py:1)"
+    text = "\n".join([
+        f"{root};clean (stream/worker/app.py:90);process (stream/engine/engine.py:56) 30",
+        f"{root};_run_once (asyncio/base_events.py:1845);select_epoll_poll (select.c.h:841) 50",
+        f"{root};send (aiokafka/producer/producer.py:400);0x1 (orjson/orjson.so) 10",
+        f"{root};_find_and_load (<frozen importlib._bootstrap>:1) 5",
+    ])
+    summary = summarize_samples(parse_collapsed(text), entries=100, rate=100)
+    assert summary["samples"] == 40
+    assert summary["idle_samples_excluded"] == 50
+    assert summary["startup_samples_excluded"] == 5
+    shares = {row["category"]: row["share"] for row in summary["categories"]}
+    assert shares == {"engine": 0.75, "json (orjson, json)": 0.25}
+    assert categorize(["x (faust/tables/base.py:1)"]) == "faust tables + changelog"
+
+
+def test_the_command_line_defaults() -> None:
+    args = cli.build_parser().parse_args(["--quick", "--broker", "both", "--skip-e2e"])
+    config = cli.config_from(args)
+    assert config.quick and not config.e2e
+    assert config.brokers == ("tansu", "kafka")
+    assert args.out == Path(cli.RESULTS)
