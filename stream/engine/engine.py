@@ -165,7 +165,9 @@ def _advance_turn(ctx: Context) -> None:
     if role == USER:
         state.start_turn()
     state.last_role = role
-    state.last_text_hash = entry.text_hash
+    # Only an assistant's text is ever compared with what follows (rule 4): tool results,
+    # often the longest texts, are not normalized or hashed at all.
+    state.last_text_hash = entry.text_hash if role == ASSISTANT else 0
     state.last_id = entry.id
     if role != ASSISTANT:
         return

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import cached_property
 
 import orjson
 
@@ -16,6 +15,21 @@ TOOL_CALL_BLOCKS = frozenset({"toolCall", "tool_use", "toolUse", "function_call"
 MIRROR_MODELS = frozenset({"delivery-mirror", "gateway-injected"})
 ERROR_STOPS = frozenset({"error", "aborted"})
 _POSITIONAL_KEY = re.compile(r"^(?P<scope>.*):(?P<role>user|assistant|toolResult):\d+$")
+
+
+class _cached:
+    """functools.cached_property without its lock (Python 3.11 takes one on every first access,
+    the engine's largest cost): an Entry is never shared between threads."""
+
+    def __init__(self, compute) -> None:
+        self._compute = compute
+        self._name = compute.__name__
+
+    def __get__(self, entry, owner=None):
+        if entry is None:
+            return self
+        value = entry.__dict__[self._name] = self._compute(entry)
+        return value
 
 
 class MalformedEntry(ValueError):
@@ -56,50 +70,50 @@ def parse(raw: bytes) -> Entry:
     return Entry(body, value, kind)
 
 
-@dataclass(slots=False)
+@dataclass
 class Entry:
     raw: bytes
     value: dict
     type: str
 
-    @cached_property
+    @_cached
     def id(self) -> str | None:
         entry_id = self.value.get("id")
         return entry_id if isinstance(entry_id, str) else None
 
-    @cached_property
+    @_cached
     def parent_id(self) -> str | None:
         parent = self.value.get("parentId")
         return parent if isinstance(parent, str) and parent else None
 
-    @cached_property
+    @_cached
     def fingerprint(self) -> int:
         return digest64(self.raw)
 
-    @cached_property
+    @_cached
     def message(self) -> dict | None:
         if self.type != "message":
             return None
         message = self.value.get("message")
         return message if isinstance(message, dict) else None
 
-    @cached_property
+    @_cached
     def role(self) -> str | None:
         role = self.message.get("role") if self.message else None
         return role if isinstance(role, str) else None
 
-    @cached_property
+    @_cached
     def blocks(self) -> list[dict]:
         content = self.message.get("content") if self.message else None
         if not isinstance(content, list):
             return []
         return [block for block in content if isinstance(block, dict)]
 
-    @cached_property
+    @_cached
     def has_thinking(self) -> bool:
         return any(block.get("type") in THINKING_BLOCKS for block in self.blocks)
 
-    @cached_property
+    @_cached
     def tool_call_ids(self) -> list[str]:
         return [
             block["id"]
@@ -107,28 +121,28 @@ class Entry:
             if block.get("type") in TOOL_CALL_BLOCKS and isinstance(block.get("id"), str)
         ]
 
-    @cached_property
+    @_cached
     def has_tool_calls(self) -> bool:
         return any(block.get("type") in TOOL_CALL_BLOCKS for block in self.blocks)
 
-    @cached_property
+    @_cached
     def is_text_only(self) -> bool:
         content = self.message.get("content") if self.message else None
         if isinstance(content, str):
             return True
         return all(block.get("type") == "text" for block in self.blocks)
 
-    @cached_property
+    @_cached
     def normalized_text(self) -> str:
         if not self.message:
             return ""
         return normalize(visible_text(self.message.get("content")))
 
-    @cached_property
+    @_cached
     def visible_text(self) -> str:
         return visible_text(self.message.get("content")) if self.message else ""
 
-    @cached_property
+    @_cached
     def text_hash(self) -> int:
         """0 stands for 'no text': rules never fire on empty text."""
         text = self.normalized_text
@@ -137,7 +151,7 @@ class Entry:
     def field(self, name: str) -> object:
         return self.message.get(name) if self.message else None
 
-    @cached_property
+    @_cached
     def provider_model(self) -> tuple[str | None, str | None]:
         provider, model = self.field("provider"), self.field("model")
         return (
@@ -145,7 +159,7 @@ class Entry:
             model if isinstance(model, str) else None,
         )
 
-    @cached_property
+    @_cached
     def is_mirror(self) -> bool:
         """A transcript-only mirror: what the gateway delivered, not a model reply."""
         if self.role != "assistant":
@@ -156,16 +170,16 @@ class Entry:
         mirror = self.field("openclawDeliveryMirror")
         return isinstance(mirror, dict) and bool(mirror.get("kind"))
 
-    @cached_property
+    @_cached
     def is_error(self) -> bool:
         return self.field("stopReason") in ERROR_STOPS or bool(self.error_message)
 
-    @cached_property
+    @_cached
     def error_message(self) -> str:
         message = self.field("errorMessage")
         return message if isinstance(message, str) else ""
 
-    @cached_property
+    @_cached
     def usage_kind(self) -> str:
         """'absent', 'zero' or 'counted': an echo copies usage or carries none."""
         usage = self.field("usage")
@@ -173,12 +187,12 @@ class Entry:
             return "absent"
         return "zero" if _all_zero(usage) else "counted"
 
-    @cached_property
+    @_cached
     def usage_hash(self) -> int:
         usage = self.field("usage")
         return digest64(_canonical(usage)) if usage else 0
 
-    @cached_property
+    @_cached
     def idempotency_key(self) -> str | None:
         key = self.field("idempotencyKey")
         if not isinstance(key, str):
@@ -186,12 +200,12 @@ class Entry:
             key = legacy.get("idempotencyKey") if isinstance(legacy, dict) else None
         return key if isinstance(key, str) and key else None
 
-    @cached_property
+    @_cached
     def content_fingerprint(self) -> int:
         content = self.field("content")
         return digest64(_canonical([self.role, content]))
 
-    @cached_property
+    @_cached
     def tool_call_id(self) -> str | None:
         """The call a toolResult answers."""
         if self.role != "toolResult":
@@ -199,12 +213,12 @@ class Entry:
         call_id = self.field("toolCallId")
         return call_id if isinstance(call_id, str) and call_id else None
 
-    @cached_property
+    @_cached
     def custom_type(self) -> str | None:
         custom = self.value.get("customType") if self.type == "custom" else None
         return custom if isinstance(custom, str) else None
 
-    @cached_property
+    @_cached
     def append_mode(self) -> object:
         return self.value.get("appendMode")
 
