@@ -35,8 +35,6 @@ class Config:
     idle_sessions: int = 5_000
     idle_length: int = 3
     rss_sessions: int = 200_000
-    # The worker's encoding needs ~30 KiB a session today: measure it on fewer, extrapolate.
-    rss_as_stored_sessions: int = 50_000
     brokers: tuple[str, ...] = ("tansu",)
     rounds: int = 2
     recovery_sessions: int = 100_000
@@ -48,7 +46,7 @@ class Config:
 
 
 QUICK = Config(entries=5_000, repeats=2, scaling_sessions=50, scaling_length=20,
-               idle_sessions=1_000, rss_sessions=10_000, rss_as_stored_sessions=5_000,
+               idle_sessions=1_000, rss_sessions=10_000,
                rounds=1, recovery_sessions=10_000, quix="skip", profile=False,
                profile_entries=5_000, quick=True)
 
@@ -88,9 +86,9 @@ def _machine() -> dict:
             "python": platform.python_version()}
 
 
-def _rss_probe(sessions: int, compact: bool, length: int) -> dict:
+def _rss_probe(sessions: int, length: int) -> dict:
     cmd = [sys.executable, "-m", "bench.rss", "--sessions", str(sessions), "--length",
-           str(length)] + (["--compact"] if compact else [])
+           str(length)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False,
                           cwd=Path(__file__).resolve().parents[1], timeout=900)
     if done.returncode != 0:
@@ -146,10 +144,7 @@ def run_core(config: Config, log=print) -> dict:
                 "batches of 1000; values as the worker encodes them, keys add the session id",
     }
     log("rss probes (subprocesses)")
-    state["rss"] = {
-        "as_stored": _rss_probe(config.rss_as_stored_sessions, False, config.idle_length),
-        "compact_values": _rss_probe(config.rss_sessions, True, config.idle_length),
-    }
+    state["rss"] = {"worker_encoding": _rss_probe(config.rss_sessions, config.idle_length)}
     results["state"] = state
     timings["state"] = time.perf_counter() - started - sum(timings.values())
     from bench.profiling import engine_profile
@@ -225,8 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="in-process sections only: no broker, worker or peers")
     parser.add_argument("--rounds", type=int, help="interleaved e2e rounds (median reported)")
     parser.add_argument("--rss-sessions", type=int,
-                        help="sessions of the RSS probe with compact values (200k by default; "
-                        "the worker's own encoding is measured on 50k and extrapolated)")
+                        help="sessions of the RSS probe (200k by default, extrapolated to 1M)")
     parser.add_argument("--recovery-sessions", type=int)
     parser.add_argument("--no-profile", action="store_true", help="skip the worker profile")
     parser.add_argument("--no-quix", action="store_true",

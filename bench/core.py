@@ -156,13 +156,11 @@ class CountingStore:
     (memory:// tables hold exactly these bytes), counting what each flush would write to the
     two changelogs.
 
-    orjson 3.13 returns every `dumps` result in a 4 KiB allocation however short the JSON, and
-    the worker keeps those objects as table values; `compact=True` stores exact-size copies
-    instead, to show what copying them would save.
+    Values are stored as exact-size copies, as the worker's tables store them (orjson 3.13
+    returns every `dumps` result in a 4 KiB allocation however short the JSON).
     """
 
-    def __init__(self, compact: bool = False) -> None:
-        self.compact = compact
+    def __init__(self) -> None:
         self.sessions_data: dict[bytes, bytes] = {}
         self.memory_data: dict[bytes, bytes] = {}
         self.writes = {"sessions": 0, "memory": 0}
@@ -184,7 +182,7 @@ class CountingStore:
         self._write("sessions", self.sessions_data, session_id.encode(), stored.to_bytes())
 
     def _write(self, table: str, data: dict[bytes, bytes], key: bytes, value: bytes) -> None:
-        data[key] = bytes(memoryview(value)) if self.compact else value
+        data[key] = bytes(memoryview(value))
         self.writes[table] += 1
         self.value_bytes[table] += len(value)
         self.key_bytes[table] += len(key)

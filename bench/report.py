@@ -38,10 +38,10 @@ def targets(results: dict) -> list[dict]:
     add("changelog value bytes per entry (corpus, 1,040 sessions interleaved)",
         _get(results, "state", "changelog", "corpus_1040_sessions_interleaved",
              "value_bytes_per_entry"), "<=", 200)
-    rss = _get(results, "state", "rss", "as_stored", "rss_bytes_for_1m_sessions")
+    rss = _get(results, "state", "rss", "worker_encoding", "rss_bytes_for_1m_sessions")
     add("RSS for 1M small sessions, GiB (worker encoding)",
         rss / GIB if rss else None, "<=", 1.0,
-        _get(results, "state", "rss", "as_stored", "label") or "")
+        _get(results, "state", "rss", "worker_encoding", "label") or "")
     for broker, e2e in (results.get("e2e") or {}).items():
         if not isinstance(e2e, dict) or "ratios" not in e2e:
             continue

@@ -32,9 +32,9 @@ def _peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def measure(sessions: int, length: int, wave: int, compact: bool = False) -> dict:
+def measure(sessions: int, length: int, wave: int) -> dict:
     synthetic = Synthetic()
-    store = CountingStore(compact)
+    store = CountingStore()
     processor = BatchProcessor(Engine(), store, Settings.load(environ={}))
     gc.collect()
     baseline_peak, baseline_now = _peak(), _rss_now()
@@ -50,7 +50,6 @@ def measure(sessions: int, length: int, wave: int, compact: bool = False) -> dic
     gc.collect()
     return {
         "sessions": len(store.sessions_data),
-        "compact_values": compact,
         "entries_per_session": length,
         "entries": entries,
         "memory_keys": len(store.memory_data),
@@ -68,10 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=1_000_000)
     parser.add_argument("--length", type=int, default=3, help="entries per session")
     parser.add_argument("--wave", type=int, default=500, help="sessions interleaved at a time")
-    parser.add_argument("--compact", action="store_true",
-                        help="store exact-size copies of the values (see CountingStore)")
     args = parser.parse_args(argv)
-    result = measure(args.sessions, args.length, args.wave, args.compact)
+    result = measure(args.sessions, args.length, args.wave)
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
     return 0
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="needs ../shared/cor
 
 TINY = replace(
     cli.QUICK, entries=600, repeats=1, scaling_sessions=4, scaling_length=10,
-    idle_sessions=40, rss_sessions=400, rss_as_stored_sessions=200, profile_entries=200,
+    idle_sessions=40, rss_sessions=400, profile_entries=200,
     e2e=False,
 )
 
@@ -81,7 +81,7 @@ def test_state_sizes_are_plausible(results: dict) -> None:
             assert log["session_writes_per_entry"] <= 1.0
     for name, probe in state["rss"].items():
         assert "error" not in probe, probe
-        assert probe["sessions"] == (400 if name == "compact_values" else 200)
+        assert probe["sessions"] == 400, name
         assert _positive(probe["peak_rss_bytes"])
         assert _positive(probe["rss_bytes_for_1m_sessions"])
         assert "EXTRAPOLATED" in probe["label"]
