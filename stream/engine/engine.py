@@ -85,10 +85,16 @@ class Engine:
         state.seq += 1
         record = identity.entry_record(ctx)
         drop = identity.redelivery(ctx, record)
+        key_use = None
         if drop is None and record is None:
-            drop = identity.idempotent_replay(ctx) or echoes.find_echo(ctx)
-            if entry.role == "assistant" and not _is_identity_drop(drop):
-                replies.duplicate_storm(ctx, drop is not None)
+            replayed = identity.idempotent_replay(ctx)
+            if isinstance(replayed, Drop):
+                drop = replayed
+            else:
+                key_use = replayed
+                drop = echoes.find_echo(ctx)
+                if entry.role == "assistant":
+                    replies.duplicate_storm(ctx, drop is not None)
         if drop is not None:
             if drop.rule is not identity.REDELIVERY:
                 ctx.remember(
@@ -102,6 +108,8 @@ class Engine:
                 )
             drop_alert(ctx, drop)
             return Verdict(Action.DROPPED, drop_rule=drop.rule.name)
+        if key_use is not None:
+            key_use.apply(ctx)
         verdict = self._keep(ctx, first_occurrence=record is None)
         if record is not None:
             # A conflicting version is kept, so it is part of its turn (a user one opens a turn).
@@ -150,10 +158,6 @@ class Engine:
             return Verdict(Action.DROPPED, drop_rule=record[E_RULE])
         replies.repetition_cascade(ctx)
         return self._keep(ctx, first_occurrence=False)
-
-
-def _is_identity_drop(drop: Drop | None) -> bool:
-    return drop is not None and drop.rule is identity.IDEMPOTENT_REPLAY
 
 
 def _advance_turn(ctx: Context) -> None:

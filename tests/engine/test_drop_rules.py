@@ -642,3 +642,20 @@ def test_a_redelivery_after_its_id_was_forgotten_is_kept_silently():
     forgetful = run(items, limits=Limits(max_ids=3))
     assert not drops(forgetful)
     assert not alerts(forgetful, "entry_id_conflict")
+
+
+def test_a_dropped_message_leaves_its_idempotency_key_unused():
+    """Found by hypothesis: a child dropped by rule 5 had moved key k1 to its own content, so
+    a later reply with k1 was kept beside a collision alert in the first cleaning and dropped
+    as a replay in the second. A dropped entry leaves no trace, and gets one alert."""
+    raw = assistant("Hello there, friend.", thinking="thought", idempotency_key="k1")
+    child = assistant("Hello there, friend.", parent=raw["id"], idempotency_key="k1")
+    again = assistant("Hello there, friend.", thinking="thought", idempotency_key="k1",
+                      parent=child["id"], usage=raw["message"]["usage"])
+    first = run([header(), user(parent=None), raw, child, again])
+    assert drops(first) == {child["id"]: ("cleaned_child_duplicate", raw["id"]),
+                            again["id"]: ("idempotent_replay", raw["id"])}
+    assert [a.kind for a in alerts(first) if a.entry_id == child["id"]] == [
+        "cleaned_child_duplicate"]
+    second = run(outputs(first))
+    assert not drops(second)

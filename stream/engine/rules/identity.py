@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from stream.engine.context import Context
 from stream.engine.entry import Entry, positional_scope
 from stream.engine.records import Severity
@@ -74,41 +76,67 @@ def conflict_evidence(entry: Entry, record: list) -> dict:
     return {"fingerprint": f"{entry.fingerprint:016x}", "first_fingerprint": f"{record[E_FP]:016x}"}
 
 
-def idempotent_replay(ctx: Context) -> Drop | None:
+@dataclass(slots=True)
+class KeyUse:
+    """What a message's idempotency key leaves behind, applied only if the message is kept:
+    a dropped message must leave no trace, or cleaning a cleaned session would differ."""
+
+    key: str
+    fingerprint: int
+    identity: str | None
+    collides_with: str | None
+
+    def apply(self, ctx: Context) -> None:
+        entry = ctx.entry
+        if self.collides_with is not None:
+            ctx.alert(
+                "idempotency_key_collision",
+                Severity.WARNING,
+                f"kept {entry.id}: idempotency key reused by entry {self.collides_with} "
+                "with other content",
+                evidence={"idempotency_key": self.key, "positional": self.identity is not None},
+                related=self.collides_with,
+            )
+        if self.identity is not None:
+            ctx.remember(self.identity, entry.id)
+        ctx.remember("k:" + self.key, self.fingerprint, entry.id)
+
+
+def idempotent_replay(ctx: Context) -> Drop | KeyUse | None:
+    """A Drop for a replayed message; else what its key leaves behind if it is kept."""
     entry = ctx.entry
     key = entry.idempotency_key
     if key is None:
         return None
     fingerprint = entry.content_fingerprint
     positional = positional_scope(key)
+    identity = None
     if positional is not None:
-        if not ctx.state.positional_alerted:
-            ctx.state.positional_alerted = True
-            ctx.alert(
-                "positional_idempotency_key",
-                Severity.INFO,
-                "session uses positional idempotency keys (scope:role:index), which shift "
-                "when a snapshot changes; deduplicating them by scope, role and content",
-                evidence={"idempotency_key": key},
-                related=entry.id,
-                about_session=True,
-            )
+        _note_positional_keys(ctx, key)
         scope, role = positional
         identity = f"i:{scope}\x00{role}\x00{fingerprint:x}"
         seen = ctx.recall(identity)
         if seen is not None and seen[1] != entry.id:
             return Drop(IDEMPOTENT_REPLAY, seen[1])
-        ctx.remember(identity, entry.id)
     previous = ctx.recall("k:" + key)
+    collides_with = None
     if previous is not None and previous[2] != entry.id:
         if previous[1] == fingerprint:
             return Drop(IDEMPOTENT_REPLAY, previous[2])
-        ctx.alert(
-            "idempotency_key_collision",
-            Severity.WARNING,
-            f"kept {entry.id}: idempotency key reused by entry {previous[2]} with other content",
-            evidence={"idempotency_key": key, "positional": positional is not None},
-            related=previous[2],
-        )
-    ctx.remember("k:" + key, fingerprint, entry.id)
-    return None
+        collides_with = previous[2]
+    return KeyUse(key, fingerprint, identity, collides_with)
+
+
+def _note_positional_keys(ctx: Context, key: str) -> None:
+    if ctx.state.positional_alerted:
+        return
+    ctx.state.positional_alerted = True
+    ctx.alert(
+        "positional_idempotency_key",
+        Severity.INFO,
+        "session uses positional idempotency keys (scope:role:index), which shift "
+        "when a snapshot changes; deduplicating them by scope, role and content",
+        evidence={"idempotency_key": key},
+        related=ctx.entry.id,
+        about_session=True,
+    )
