@@ -53,9 +53,12 @@ class WorkerProcess:
     log_path: Path
     web_port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
+    _log_start: int = 0
 
     def start(self) -> WorkerProcess:
         self.web_port = free_port()
+        # a restart appends to the same log: only what this process writes counts as ready
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "stream.cli", "worker"],
@@ -89,7 +92,7 @@ class WorkerProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"worker exited {self.process.returncode}:\n{self.log_tail()}")
-            if self.stats() is not None and "Worker ready" in self.log_text():
+            if self.stats() is not None and b"Worker ready" in self._own_log():
                 return
             time.sleep(0.3)
         raise TimeoutError(f"worker not ready after {timeout}s:\n{self.log_tail()}")
@@ -104,6 +107,11 @@ class WorkerProcess:
                 self.process.kill()
                 self.process.wait()
         return self.process.returncode
+
+    def _own_log(self) -> bytes:
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_start)
+            return log.read()
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
