@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
+from jsonschema import Draft202012Validator
 
 from stream.engine import Engine
 from stream.settings import Settings
-from stream.worker.processor import BatchProcessor, InRecord, StoredSession
+from stream.worker.processor import BatchProcessor, InRecord, StoredSession, too_large_notice
 from tests.engine.builders import assistant, encode, header, mirror, user
 
 SETTINGS = Settings.load(environ={}).replace(session_ttl=3600.0)
@@ -158,13 +161,6 @@ def test_an_idle_session_stores_a_few_hundred_bytes() -> None:
 
 
 def test_an_output_too_large_for_the_broker_becomes_a_dead_letter_notice() -> None:
-    import json
-    from pathlib import Path
-
-    from jsonschema import Draft202012Validator
-
-    from stream.worker.processor import too_large_notice
-
     processor = BatchProcessor(Engine(), DictStore(), SETTINGS)
     kept = processor.process(records("s1", session_lines()[:1]))[0]
     notice = too_large_notice(kept, SETTINGS.dlq_topic)
