@@ -117,11 +117,12 @@ def _agent(worker: Worker):
             records = _records(events)
             outputs = worker.processor.process(records)
             await _deliver_until_done(worker.app, outputs, settings.dlq_topic)
-            worker.processor.flush(time.time())
+            owned = _owned(worker.app, settings.input_topic)
+            worker.processor.flush(time.time(), owned)
             _observe(worker.metrics, records, started)
             if time.monotonic() - last_sweep >= settings.ttl_sweep_interval:
                 last_sweep = time.monotonic()
-                expired = worker.processor.expire(time.time())
+                expired = worker.processor.expire(time.time(), owned)
                 if expired:
                     log.info("forgot %d sessions idle longer than %ss", expired,
                              settings.session_ttl)
@@ -134,6 +135,10 @@ def _records(events: list[EventT]) -> list[InRecord]:
         InRecord(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp)
         for m in (event.message for event in events)
     ]
+
+
+def _owned(app: faust.App, topic: str) -> set[int]:
+    return {tp.partition for tp in app.consumer.assignment() if tp.topic == topic}
 
 
 def _observe(metrics: WorkerMetrics, records: list[InRecord], started: float) -> None:

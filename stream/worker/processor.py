@@ -129,17 +129,30 @@ class BatchProcessor:
         self.outputs_by_topic.update(out.topic for out in outputs)
         return outputs
 
-    def flush(self, now: float) -> None:
-        """Write back every session the batch touched; call after its outputs were delivered."""
+    def flush(self, now: float, owned: set[int] | None = None) -> None:
+        """Write back every session the batch touched; call after its outputs were delivered.
+
+        Sessions of partitions this worker no longer `owned` (a rebalance took them during
+        the batch) are not written: their new owner processes those records again from the
+        committed offset, and a late write from here could land after its own in the
+        changelog and take a session's state back in time.
+        """
         for session_id, opened in self._open.items():
+            if owned is not None and opened.partition not in owned:
+                continue
             stored = StoredSession(opened.session.state, now, opened.partition)
             self.store.save(session_id, stored, opened.memory.writes)
         self._open.clear()
 
-    def expire(self, now: float) -> int:
-        """Forget sessions idle longer than the TTL; returns how many."""
+    def expire(self, now: float, owned: set[int] | None = None) -> int:
+        """Forget sessions idle longer than the TTL; returns how many. Only the owner of a
+        partition forgets its sessions: a standby copy may be older than the owner's."""
         cutoff = now - self.settings.session_ttl
-        idle = {sid: s.partition for sid, s in self.store.sessions() if s.touched < cutoff}
+        idle = {
+            sid: s.partition
+            for sid, s in self.store.sessions()
+            if s.touched < cutoff and (owned is None or s.partition in owned)
+        }
         return self.store.forget(idle) if idle else 0
 
     def _session(self, session_id: str, partition: int) -> _Open:

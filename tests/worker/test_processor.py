@@ -172,3 +172,23 @@ def test_an_output_too_large_for_the_broker_becomes_a_dead_letter_notice() -> No
     assert body["raw_encoding"] == "omitted" and body["raw"] == ""
     assert body["source"] == {"topic": "events", "partition": 2, "offset": 0}
     assert str(len(kept.value)) in body["reason"]
+
+
+def test_sessions_of_partitions_taken_away_during_the_batch_are_not_written() -> None:
+    store = DictStore()
+    processor = BatchProcessor(Engine(), store, SETTINGS)
+    processor.process(records("kept-here", session_lines("kept-here"), partition=1))
+    processor.process(records("moved-away", session_lines("moved-away"), partition=2))
+    processor.flush(now=1000.0, owned={1})
+    assert set(store.states) == {"kept-here"}
+    assert {session for session, _ in store.memory} == {"kept-here"}
+
+
+def test_only_the_owner_of_a_partition_forgets_its_idle_sessions() -> None:
+    store = DictStore()
+    processor = BatchProcessor(Engine(), store, SETTINGS)
+    processor.process(records("mine", session_lines("mine"), partition=1))
+    processor.process(records("standby", session_lines("standby"), partition=3))
+    processor.flush(now=1000.0)
+    assert processor.expire(now=1000.0 + 3700, owned={1}) == 1
+    assert set(store.states) == {"standby"}
