@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import itertools
 import json
 import os
@@ -11,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -22,6 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream.brokers import create_topics, free_port
+from stream.brokers.base import die_with_parent_hook
 from stream.settings import Settings
 from stream.tail import read_topic
 
@@ -32,21 +31,6 @@ PARTITIONS = 4
 # Group session timeout of the e2e contenders: Tansu holds a new group's JoinGroup for half of
 # it, which falls outside the measured span but not outside the run's time.
 E2E_SESSION_TIMEOUT_S = 6
-
-
-def _die_with_parent():
-    """Ask Linux to SIGKILL the child when the harness dies, so nothing is left running."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def hook() -> None:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-    return hook
 
 
 @dataclass
@@ -66,7 +50,7 @@ class Child:
             self.started_at = time.monotonic()
             self.process = subprocess.Popen(
                 self.cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=self.env, cwd=REPO, preexec_fn=_die_with_parent(),  # noqa: PLW1509
+                env=self.env, cwd=REPO, preexec_fn=die_with_parent_hook(),  # noqa: PLW1509
             )
         return self
 

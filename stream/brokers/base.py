@@ -141,7 +141,7 @@ def launch(
             # Own process group, so a Ctrl-C aimed at the caller's terminal does not
             # hit the broker mid-test, and stop() can signal every process of it.
             start_new_session=True,
-            preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - see the hook
+            preexec_fn=die_with_parent_hook(),  # noqa: PLW1509 - see the hook
         )
     broker = make(kind, port, process, workdir, log_path)
     atexit.register(broker.stop)
@@ -263,7 +263,7 @@ def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None
         os.killpg(process.pid, sig)
 
 
-def _die_with_parent_hook() -> Callable[[], None] | None:
+def die_with_parent_hook() -> Callable[[], None] | None:
     """A pre-exec hook asking Linux to SIGKILL the broker when this process dies.
 
     atexit does not run when the test process is SIGKILLed; this covers that case.
