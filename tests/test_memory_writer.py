@@ -6,15 +6,13 @@ import argparse
 import asyncio
 import io
 import itertools
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
 from stream import memory_writer as mw
-from stream.brokers import RunningBroker, create_topics, free_port, start_broker
+from stream.brokers import RunningBroker, create_topics, free_port
 from stream.engine import Engine
 from stream.engine.entry import parse
 from stream.offline import clean_session
@@ -446,15 +444,6 @@ def test_an_unreachable_broker_is_reported(tmp_path: Path) -> None:
 
 
 # --- against a broker ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[RunningBroker]:
-    running = start_broker(os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu"))
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def duplicate_shapes() -> dict[str, list[dict]]:

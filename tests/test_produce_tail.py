@@ -6,9 +6,7 @@ import argparse
 import asyncio
 import gzip
 import io
-import os
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -16,7 +14,7 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from stream import produce, tail
-from stream.brokers import RunningBroker, create_topics, free_port, start_broker
+from stream.brokers import RunningBroker, create_topics, free_port
 from stream.sessions import find_session_files, open_lines, session_id_of
 from stream.settings import Settings
 
@@ -134,15 +132,6 @@ def test_tail_reports_an_unreachable_broker() -> None:
 
 
 # --- against a broker ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[RunningBroker]:
-    running = start_broker(os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu"))
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def settings_for(broker: RunningBroker, **topics: str) -> Settings:

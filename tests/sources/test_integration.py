@@ -5,17 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
-import os
 import shutil
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from stream.brokers import RunningBroker, start_broker
+from stream.brokers import RunningBroker
 from stream.sessions import open_lines
 from stream.settings import Settings
 from stream.sources import follow
@@ -25,15 +23,6 @@ from tests.sources.sqlite_store import create_store, insert
 from tests.sources.test_follow import FIXTURES, append, entry, header, lines
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[RunningBroker]:
-    running = start_broker(os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu"))
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def run_command(module: ModuleType, argv: list[str]) -> str:
