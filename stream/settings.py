@@ -75,7 +75,6 @@ OPTIONS: tuple[Option, ...] = (
     Option("alert_snippet_chars", 0, "put the first N characters of an entry's text into its "
            "alerts (evidence.snippet); 0 keeps text out of alerts", int),
     Option("batch_size", 1000, "most records processed as one batch", int),
-    Option("batch_within", 0.05, "longest wait to fill a batch (seconds)", float),
     Option("web_host", "127.0.0.1", "bind address of the stats and metrics endpoints"),
     Option("web_port", 6066, "port of the stats and metrics endpoints", int),
     Option("startup_deadline", 60.0, "give up (exit 1) when no broker answers within this long "
@@ -112,7 +111,6 @@ class Settings:
     ttl_sweep_interval: float
     alert_snippet_chars: int
     batch_size: int
-    batch_within: float
     web_host: str
     web_port: int
     startup_deadline: float

@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import faust
-from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
-from faust.types import EventT, StreamT
+from faust.types import Message
 
 from stream.engine import Engine, Limits
+from stream.produce import make_producer
 from stream.security import client_options, faust_credentials
 from stream.settings import MAX_RECORD_BYTES, Settings
 from stream.worker import highwaters
+from stream.worker.lane import LaneApp, LaneConsumer
 from stream.worker.metrics import Readings, WorkerMetrics
 from stream.worker.processor import BatchProcessor, InRecord, OutRecord, too_large_notice
-from stream.worker.tables import FaustStateStore
+from stream.worker.sender import deliver_until_done
+from stream.worker.tables import ChangelogRecord, FaustStateStore
 
 log = logging.getLogger(__name__)
-
-_NEVER_FITS = (MessageSizeTooLargeError, RecordTooLargeError)
 
 STALLED_EXIT_CODE = 3
 SESSIONS_TABLE = "sessions"
@@ -44,8 +44,9 @@ def changelog_topics(settings: Settings) -> list[str]:
 
 def create_app(settings: Settings) -> Worker:
     highwaters.install(client_options(settings))
-    app = faust.App(
+    app = LaneApp(
         settings.app_id,
+        make_producer=lambda: make_producer(settings),
         broker=settings.broker,
         broker_credentials=faust_credentials(settings),
         store=settings.store,
@@ -61,7 +62,7 @@ def create_app(settings: Settings) -> Worker:
         producer_max_batch_size=1024 * 1024,
         producer_max_request_size=MAX_RECORD_BYTES,
         consumer_max_fetch_size=MAX_RECORD_BYTES,
-        stream_buffer_maxsize=max(4096, 4 * settings.batch_size),
+        broker_max_poll_records=settings.batch_size,
         web_enabled=True,
         web_host=settings.web_host,
         web_port=settings.web_port,
@@ -97,44 +98,45 @@ def create_app(settings: Settings) -> Worker:
                  if lag is not None},
     ))
     worker = Worker(app, processor, store, settings, metrics)
-    app.agent(source, name="clean")(_agent(worker))
+    app.lane(source, _batch_handler(worker))
     _add_pages(worker)
     _watch_for_stalls(worker)
     return worker
 
 
-def _agent(worker: Worker):
+def _batch_handler(worker: Worker):
     settings = worker.settings
     last_sweep = time.monotonic()
 
-    async def clean(stream: StreamT) -> None:
-        # Faust acks a batch of take_events even when the loop body raises, so nothing may
-        # escape it: the engine dead-letters what it cannot process, and delivery is retried
-        # until the broker has every output (resending is harmless: same bytes, same ids).
+    async def clean(messages: list[Message]) -> None:
+        # Runs inside Faust's fetcher: nothing may escape it. The engine dead-letters what it
+        # cannot process, and delivery is retried until the broker has every output
+        # (resending is harmless: same bytes, same ids).
         nonlocal last_sweep
-        async for events in stream.take_events(settings.batch_size, settings.batch_within):
-            started = time.monotonic()
-            records = _records(events)
-            outputs = worker.processor.process(records)
-            await _deliver_until_done(worker.app, outputs, settings.dlq_topic)
-            owned = _owned(worker.app, settings.input_topic)
-            worker.processor.flush(time.time(), owned)
-            _observe(worker.metrics, records, started)
-            if time.monotonic() - last_sweep >= settings.ttl_sweep_interval:
-                last_sweep = time.monotonic()
-                expired = worker.processor.expire(time.time(), owned)
-                if expired:
-                    log.info("forgot %d sessions idle longer than %ss", expired,
-                             settings.session_ttl)
+        started = time.monotonic()
+        records = [InRecord(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp)
+                   for m in messages]
+        outputs = worker.processor.process(records)
+        producer = worker.app.batch_producer
+        await deliver_until_done(producer, outputs, _too_large_notice(settings.dlq_topic))
+        owned = _owned(worker.app, settings.input_topic)
+        worker.processor.flush(time.time(), owned)
+        await deliver_until_done(producer, worker.store.take_changelog(), _unsaved)
+        _consumer(worker.app).ack_all(messages)
+        _observe(worker.metrics, records, started)
+        if time.monotonic() - last_sweep >= settings.ttl_sweep_interval:
+            last_sweep = time.monotonic()
+            expired = worker.processor.expire(time.time(), owned)
+            await deliver_until_done(producer, worker.store.take_changelog(), _unsaved)
+            if expired:
+                log.info("forgot %d sessions idle longer than %ss", expired,
+                         settings.session_ttl)
 
     return clean
 
 
-def _records(events: list[EventT]) -> list[InRecord]:
-    return [
-        InRecord(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp)
-        for m in (event.message for event in events)
-    ]
+def _consumer(app: faust.App) -> LaneConsumer:
+    return app.consumer  # type: ignore[return-value]
 
 
 def _owned(app: faust.App, topic: str) -> set[int]:
@@ -149,45 +151,22 @@ def _observe(metrics: WorkerMetrics, records: list[InRecord], started: float) ->
             metrics.record_latency.observe(max(0.0, now - record.timestamp))
 
 
-async def _deliver_until_done(app: faust.App, outputs: list[OutRecord], dlq_topic: str) -> None:
-    """Send until the broker has every output. A record the broker can never take (too
-    large) is replaced by a dead-letter notice; other failures are retried with backoff,
-    and resending is harmless: the same bytes with the same ids."""
-    pending = outputs
-    delay = 0.5
-    while pending:
-        failed = await _deliver(app, pending)
-        pending = [_too_large_notice(out, error, dlq_topic) if isinstance(error, _NEVER_FITS)
-                   else out for out, error in failed]
-        if pending:
-            log.warning("could not deliver %d outputs (%s); retrying in %.1fs", len(pending),
-                        type(failed[0][1]).__name__, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 30.0)
+def _too_large_notice(dlq_topic: str) -> Callable[[OutRecord, Exception], OutRecord]:
+    def notice(out: OutRecord, error: Exception) -> OutRecord:
+        log.error("an output of %d bytes for %s is larger than the broker accepts (%s); "
+                  "sending a dead-letter notice instead", len(out.value), out.topic,
+                  type(error).__name__)
+        return too_large_notice(out, dlq_topic)
+
+    return notice
 
 
-async def _deliver(app: faust.App, outputs: list[OutRecord]) -> list[tuple[OutRecord, Exception]]:
-    """Send every output, in order per partition; the ones that failed, with their errors."""
-    producer = app.producer
-    sent: list[tuple[OutRecord, object]] = []
-    failed: list[tuple[OutRecord, Exception]] = []
-    for out in outputs:
-        try:
-            sent.append((out, await producer.send(out.topic, out.key, out.value, out.partition,
-                                                  None, out.headers)))
-        except Exception as error:  # noqa: BLE001 - reported to the caller, which decides
-            failed.append((out, error))
-    results = await asyncio.gather(*(future for _, future in sent), return_exceptions=True)
-    failed += [(out, r) for (out, _), r in zip(sent, results, strict=True)
-               if isinstance(r, Exception)]
-    return failed
-
-
-def _too_large_notice(out: OutRecord, error: Exception, dlq_topic: str) -> OutRecord:
-    log.error("an output of %d bytes for %s is larger than the broker accepts (%s); "
-              "sending a dead-letter notice instead", len(out.value), out.topic,
+def _unsaved(record: ChangelogRecord, error: Exception) -> None:
+    # Only a hostile entry id of megabytes makes a state value too large for the broker. The
+    # table keeps the value; a restart recovers the session without it.
+    log.error("the broker refuses a %d-byte changelog value for %s (%s); the session's "
+              "state is kept in memory only", len(record.value or b""), record.topic,
               type(error).__name__)
-    return too_large_notice(out, dlq_topic)
 
 
 def _lag(app: faust.App, topic: str, positions: dict[int, int]) -> dict[int, int | None]:

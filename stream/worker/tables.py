@@ -1,14 +1,16 @@
 """The worker's StateStore: two Faust tables co-partitioned with the input topic.
 
 `sessions` maps a session id to its small state (a few hundred bytes); `memory` maps
-session + key to one remembered id, idempotency key or tool call. Writes name their
-partition explicitly (the input partition of the session), so they can be made once per
-batch, after its outputs were delivered, instead of inside each event's context.
+session + key to one remembered id, idempotency key or tool call. A write changes the table
+at once and queues its changelog record, with the session's input partition, for the
+worker to send with the batch's other records (`take_changelog`): once per batch, after its
+outputs were delivered, instead of inside each event's context.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import faust
 import orjson
@@ -18,10 +20,25 @@ from stream.worker.processor import StoredSession
 _SEP = b"\x00"
 
 
+@dataclass(frozen=True, slots=True)
+class ChangelogRecord:
+    topic: str
+    partition: int
+    key: bytes
+    value: bytes | None
+    headers: None = None
+
+
 class FaustStateStore:
     def __init__(self, sessions: faust.Table, memory: faust.Table) -> None:
         self.sessions_table = sessions
         self.memory_table = memory
+        self._changelog: list[ChangelogRecord] = []
+
+    def take_changelog(self) -> list[ChangelogRecord]:
+        """The changelog records of the writes since the last call, in order."""
+        records, self._changelog = self._changelog, []
+        return records
 
     def load(self, session_id: str) -> StoredSession | None:
         data = self.sessions_table.data.get(session_id.encode())
@@ -56,18 +73,18 @@ class FaustStateStore:
     def size(self) -> tuple[int, int]:
         return len(self.sessions_table.data), len(self.memory_table.data)
 
-    @staticmethod
-    def _write(table: faust.Table, partition: int, key: bytes, value: bytes) -> None:
+    def _write(self, table: faust.Table, partition: int, key: bytes, value: bytes) -> None:
         # orjson 3.13 hands out each result in a 4 KiB buffer; kept in a table by the million,
         # that is gigabytes. An exact-size copy is what the table holds.
         value = bytes(memoryview(value))
         table.data[key] = value
-        table.send_changelog(partition, key, value)
+        self._changelog.append(
+            ChangelogRecord(table.changelog_topic_name, partition, key, value))
 
-    @staticmethod
-    def _delete(table: faust.Table, partition: int, key: bytes) -> None:
+    def _delete(self, table: faust.Table, partition: int, key: bytes) -> None:
         table.data.pop(key, None)
-        table.send_changelog(partition, key, None)
+        self._changelog.append(
+            ChangelogRecord(table.changelog_topic_name, partition, key, None))
 
 
 def _memory_key(session_id: str, key: str) -> bytes:

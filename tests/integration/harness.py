@@ -34,7 +34,6 @@ def worker_settings(broker: RunningBroker, name: str, tmp_path: Path, **changes)
         dlq_topic=f"{name}-dlq",
         data_dir=str(tmp_path / "data"),
         partitions=4,
-        batch_within=0.02,
         stall_timeout=20.0,
         **changes,
     )
