@@ -77,6 +77,8 @@ def create_app(settings: Settings) -> Worker:
     store = FaustStateStore(
         app.Table(SESSIONS_TABLE, **table_options), app.Table(MEMORY_TABLE, **table_options)
     )
+    app.restore_in_batches(store.sessions_table)
+    app.restore_in_batches(store.memory_table)
     processor = BatchProcessor(
         Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars)),
         store,
