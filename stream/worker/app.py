@@ -15,7 +15,7 @@ from stream.engine import Engine, Limits
 from stream.produce import make_producer
 from stream.security import client_options, faust_credentials
 from stream.settings import MAX_RECORD_BYTES, Settings
-from stream.worker import highwaters
+from stream.worker import group_leave, highwaters
 from stream.worker.lane import LaneApp, LaneConsumer
 from stream.worker.metrics import Readings, WorkerMetrics
 from stream.worker.processor import BatchProcessor, InRecord, OutRecord, too_large_notice
@@ -44,6 +44,7 @@ def changelog_topics(settings: Settings) -> list[str]:
 
 def create_app(settings: Settings) -> Worker:
     highwaters.install(client_options(settings))
+    group_leave.install()
     app = LaneApp(
         settings.app_id,
         make_producer=lambda: make_producer(settings),

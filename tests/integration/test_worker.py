@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
 from stream.engine import DROP_RULES, Engine
 from stream.offline import clean_session
@@ -206,3 +207,27 @@ def _assigned(worker: WorkerProcess) -> set[int]:
 
 def _processed(worker: WorkerProcess) -> int:
     return (worker.stats() or {}).get("entries_in", 0)
+
+
+def test_a_stopped_worker_leaves_its_group(broker, tmp_path: Path) -> None:
+    """Even from the group's first generation (Tansu numbers it 0, and aiokafka leaves only
+    from generations above 0), so a restart does not wait for a ghost's session to expire."""
+    settings = worker_settings(broker, "leave", tmp_path)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        wait_until(lambda: (worker.stats() or {}).get("assigned_partitions"), 60, "assignment")
+        assert run(_group_members(broker, settings.app_id))
+    finally:
+        assert worker.stop(signal.SIGTERM) == 0
+    assert run(_group_members(broker, settings.app_id)) == []
+
+
+async def _group_members(broker, group: str) -> list:
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_consumer_groups([group])
+        (state,) = described.to_object()["groups"]
+        return state["members"]
+    finally:
+        await admin.close()
