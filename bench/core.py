@@ -19,6 +19,7 @@ from bench.workload import Entry, Synthetic, load_corpus, total_bytes
 from stream.accounting import Tally
 from stream.engine import DictMemory, Engine, FileSource, Session, SessionState
 from stream.settings import Settings
+from stream.worker import codec
 from stream.worker.processor import BatchProcessor, InRecord, StoredSession
 
 PARTITIONS = 4
@@ -155,9 +156,6 @@ class CountingStore:
     """A StateStore over two dicts of bytes, encoded as the worker's Faust tables encode them
     (memory:// tables hold exactly these bytes), counting what each flush would write to the
     two changelogs.
-
-    Values are stored as exact-size copies, as the worker's tables store them (orjson 3.13
-    returns every `dumps` result in a 4 KiB allocation however short the JSON).
     """
 
     def __init__(self) -> None:
@@ -173,16 +171,16 @@ class CountingStore:
 
     def recall(self, session_id: str, key: str) -> list | None:
         data = self.memory_data.get(_memory_key(session_id, key))
-        return orjson.loads(data) if data is not None else None
+        return codec.unpack(data) if data is not None else None
 
     def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
         for key, value in memory.items():
             self._write("memory", self.memory_data, _memory_key(session_id, key),
-                        orjson.dumps(value))
+                        codec.pack(value))
         self._write("sessions", self.sessions_data, session_id.encode(), stored.to_bytes())
 
     def _write(self, table: str, data: dict[bytes, bytes], key: bytes, value: bytes) -> None:
-        data[key] = bytes(memoryview(value))
+        data[key] = value
         self.writes[table] += 1
         self.value_bytes[table] += len(value)
         self.key_bytes[table] += len(key)

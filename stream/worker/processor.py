@@ -20,6 +20,7 @@ from stream.accounting import Tally
 from stream.engine import DeadLetter, Engine, KafkaSource, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
 from stream.settings import Settings
+from stream.worker import codec
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,11 @@ class StoredSession:
     partition: int
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps([int(self.touched), self.partition, self.state.to_list()])
+        return codec.pack([int(self.touched), self.partition, self.state.to_list()])
 
     @classmethod
     def from_bytes(cls, data: bytes) -> StoredSession:
-        touched, partition, state = orjson.loads(data)
+        touched, partition, state = codec.unpack(data)
         return cls(SessionState.from_list(state), touched, partition)
 
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import faust
-import orjson
 
+from stream.worker import codec
 from stream.worker.processor import StoredSession
 
 _SEP = b"\x00"
@@ -46,13 +46,13 @@ class FaustStateStore:
 
     def recall(self, session_id: str, key: str) -> list | None:
         data = self.memory_table.data.get(_memory_key(session_id, key))
-        return orjson.loads(data) if data is not None else None
+        return codec.unpack(data) if data is not None else None
 
     def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
         partition = stored.partition
         for key, value in memory.items():
             key_bytes = _memory_key(session_id, key)
-            self._write(self.memory_table, partition, key_bytes, orjson.dumps(value))
+            self._write(self.memory_table, partition, key_bytes, codec.pack(value))
         self._write(self.sessions_table, partition, session_id.encode(), stored.to_bytes())
 
     def sessions(self) -> Iterator[tuple[str, StoredSession]]:
@@ -74,9 +74,6 @@ class FaustStateStore:
         return len(self.sessions_table.data), len(self.memory_table.data)
 
     def _write(self, table: faust.Table, partition: int, key: bytes, value: bytes) -> None:
-        # orjson 3.13 hands out each result in a 4 KiB buffer; kept in a table by the million,
-        # that is gigabytes. An exact-size copy is what the table holds.
-        value = bytes(memoryview(value))
         table.data[key] = value
         self._changelog.append(
             ChangelogRecord(table.changelog_topic_name, partition, key, value))

@@ -7,10 +7,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import orjson
 import pytest
 
 from stream.engine import DictMemory, Engine, KafkaSource, Session, SessionState
+from stream.worker import codec
 from stream.worker.app import changelog_topics
 from stream.worker.processor import StoredSession
 from tests.chaos.workload import workload
@@ -76,6 +76,6 @@ def test_changelogs_hold_the_state_an_offline_rebuild_gives(broker, tmp_path: Pa
     got_memory: dict[str, dict[str, list]] = defaultdict(dict)
     for key, value in memory.items():
         session_id, name = key.split(b"\x00", 1)
-        got_memory[session_id.decode()][name.decode()] = orjson.loads(value)
+        got_memory[session_id.decode()][name.decode()] = codec.unpack(value)
     for session_id, session in expected.items():
         assert got_memory[session_id] == session.memory._values, session_id

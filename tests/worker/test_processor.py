@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 
 from stream.engine import Engine
 from stream.settings import Settings
+from stream.worker import codec
 from stream.worker.processor import BatchProcessor, InRecord, StoredSession, too_large_notice
 from tests.engine.builders import assistant, encode, header, mirror, user
 
@@ -30,11 +31,11 @@ class DictStore:
 
     def recall(self, session_id: str, key: str) -> list | None:
         data = self.memory.get((session_id, key))
-        return orjson.loads(data) if data is not None else None
+        return codec.unpack(data) if data is not None else None
 
     def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
         for key, value in memory.items():
-            self.memory[session_id, key] = orjson.dumps(value)
+            self.memory[session_id, key] = codec.pack(value)
         self.states[session_id] = stored.to_bytes()
 
     def sessions(self) -> Iterator[tuple[str, StoredSession]]:
