@@ -59,8 +59,6 @@ OPTIONS: tuple[Option, ...] = (
     Option("partitions", 4, "partitions of every topic the worker creates", int),
     Option("replication", 1, "replication factor of the topics the worker creates", int),
     Option("app_id", "session-stream", "consumer group and changelog prefix"),
-    Option("store", "memory://", "Faust table store (memory:// keeps tables in RAM, rebuilt "
-           "from the changelog on start)"),
     Option("data_dir", ".session-stream", "Faust data directory"),
     Option("input_topic", "session-events", "topic of raw transcript entries, keyed by session"),
     Option("clean_topic", "session-events-clean", "topic of kept entries"),
@@ -100,7 +98,6 @@ class Settings:
     partitions: int
     replication: int
     app_id: str
-    store: str
     data_dir: str
     input_topic: str
     clean_topic: str

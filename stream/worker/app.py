@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -18,13 +19,17 @@ from stream.settings import MAX_RECORD_BYTES, Settings
 from stream.worker import group_leave, highwaters
 from stream.worker.lane import LaneApp, LaneConsumer
 from stream.worker.metrics import Readings, WorkerMetrics
-from stream.worker.processor import BatchProcessor, InRecord, OutRecord, too_large_notice
+from stream.worker.processor import BatchProcessor, OutRecord, too_large_notice
 from stream.worker.sender import deliver_until_done
 from stream.worker.tables import ChangelogRecord, FaustStateStore
 
 log = logging.getLogger(__name__)
 
 STALLED_EXIT_CODE = 3
+# What one fetch takes of a partition: a larger record still comes whole (brokers return the
+# first batch even when it exceeds this), and fetches of this size keep records arriving
+# while a batch is processed instead of in a few huge responses.
+FETCH_BYTES_PER_PARTITION = 1024 * 1024
 SESSIONS_TABLE = "sessions"
 MEMORY_TABLE = "memory"
 
@@ -50,7 +55,7 @@ def create_app(settings: Settings) -> Worker:
         make_producer=lambda: make_producer(settings),
         broker=settings.broker,
         broker_credentials=faust_credentials(settings),
-        store=settings.store,
+        store="memory://",
         datadir=settings.data_dir,
         autodiscover=False,
         topic_partitions=settings.partitions,
@@ -62,7 +67,7 @@ def create_app(settings: Settings) -> Worker:
         producer_linger=0.01,
         producer_max_batch_size=1024 * 1024,
         producer_max_request_size=MAX_RECORD_BYTES,
-        consumer_max_fetch_size=MAX_RECORD_BYTES,
+        consumer_max_fetch_size=FETCH_BYTES_PER_PARTITION,
         broker_max_poll_records=settings.batch_size,
         web_enabled=True,
         web_host=settings.web_host,
@@ -108,34 +113,51 @@ def create_app(settings: Settings) -> Worker:
 
 
 def _batch_handler(worker: Worker):
+    """The lane's handler. A batch is processed and its state written to the tables at once;
+    its delivery (outputs, then changelog records, then acks) runs while the next batch is
+    fetched and processed. Deliveries run one after another, so every changelog record lands
+    after the outputs of its batch and after the records of earlier batches, and the acks
+    (hence commits) after both: a crash at any point replays against a state that reproduces
+    the same outputs. A rebalance or stop waits for the batch in delivery (its records stay
+    unacked until then) before partitions move."""
     settings = worker.settings
     last_sweep = time.monotonic()
+    delivering: asyncio.Task | None = None
 
     async def clean(messages: list[Message]) -> None:
         # Runs inside Faust's fetcher: nothing may escape it. The engine dead-letters what it
-        # cannot process, and delivery is retried until the broker has every output
-        # (resending is harmless: same bytes, same ids).
-        nonlocal last_sweep
+        # cannot process, and delivery is retried until the broker has every record.
+        nonlocal last_sweep, delivering
         started = time.monotonic()
-        records = [InRecord(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp)
-                   for m in messages]
-        outputs = worker.processor.process(records)
-        producer = worker.app.batch_producer
-        await deliver_until_done(producer, outputs, _too_large_notice(settings.dlq_topic))
+        outputs = worker.processor.process(messages)
         owned = _owned(worker.app, settings.input_topic)
         worker.processor.flush(time.time(), owned)
-        await deliver_until_done(producer, worker.store.take_changelog(), _unsaved)
-        _consumer(worker.app).ack_all(messages)
-        _observe(worker.metrics, records, started)
         if time.monotonic() - last_sweep >= settings.ttl_sweep_interval:
             last_sweep = time.monotonic()
             expired = worker.processor.expire(time.time(), owned)
-            await deliver_until_done(producer, worker.store.take_changelog(), _unsaved)
             if expired:
                 log.info("forgot %d sessions idle longer than %ss", expired,
                          settings.session_ttl)
+        previous = delivering
+        delivering = asyncio.ensure_future(_deliver_batch(
+            worker, previous, outputs=outputs, changelog=worker.store.take_changelog(),
+            messages=messages, started=started))
+        if previous is not None:
+            await previous
 
     return clean
+
+
+async def _deliver_batch(worker: Worker, previous: asyncio.Task | None, *,
+                         outputs: list[OutRecord], changelog: list[ChangelogRecord],
+                         messages: list[Message], started: float) -> None:
+    if previous is not None:
+        await previous
+    producer = worker.app.batch_producer
+    await deliver_until_done(producer, outputs, _too_large_notice(worker.settings.dlq_topic))
+    await deliver_until_done(producer, changelog, _unsaved)
+    _consumer(worker.app).ack_all(messages)
+    _observe(worker.metrics, messages, started)
 
 
 def _consumer(app: faust.App) -> LaneConsumer:
@@ -146,12 +168,12 @@ def _owned(app: faust.App, topic: str) -> set[int]:
     return {tp.partition for tp in app.consumer.assignment() if tp.topic == topic}
 
 
-def _observe(metrics: WorkerMetrics, records: list[InRecord], started: float) -> None:
+def _observe(metrics: WorkerMetrics, messages: list[Message], started: float) -> None:
     metrics.batch_seconds.observe(time.monotonic() - started)
     now = time.time()
-    for record in records:
-        if record.timestamp:
-            metrics.record_latency.observe(max(0.0, now - record.timestamp))
+    for message in messages:
+        if message.timestamp:
+            metrics.record_latency.observe(max(0.0, now - message.timestamp))
 
 
 def _too_large_notice(dlq_topic: str) -> Callable[[OutRecord, Exception], OutRecord]:

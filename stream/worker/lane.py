@@ -29,6 +29,8 @@ from faust.types import TP, Message
 
 LaneHandler = Callable[[list[Message]], Awaitable[None]]
 
+FETCH_MAX_WAIT_MS = 100
+
 
 class LaneApp(faust.App):
     """A Faust app whose consumer delivers the records of `lanes` topics in batches, with
@@ -76,6 +78,9 @@ class LaneApp(faust.App):
 
 
 class LaneConsumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # per changelog partition, the offset of the last record left to Faust's recovery
@@ -159,6 +164,17 @@ class LaneConsumer(faust_aiokafka.Consumer):
         now = time.monotonic()
         for tp in tps:
             inbound[tp] = now
+
+
+class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        # Faust asks brokers to hold a fetch up to 1.5 s for new data, and aiokafka sends a
+        # broker no fetch while one is in flight: one partition at its end (an idle session,
+        # a small partition) then held every other partition on that broker for 1.5 s per
+        # round. Brokers still answer at once when data is there.
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
+        return consumer
 
 
 class _Change:

@@ -25,7 +25,22 @@ from stream.worker import codec
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+class Incoming(Protocol):
+    """An input record as the processor reads it: a Faust message is one."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+
+
+@dataclass(slots=True)
 class InRecord:
     topic: str
     partition: int
@@ -35,7 +50,7 @@ class InRecord:
     timestamp: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OutRecord:
     topic: str
     partition: int
@@ -112,7 +127,7 @@ class BatchProcessor:
     positions: dict[int, int] = field(default_factory=dict)
     _open: dict[str, _Open] = field(default_factory=dict)
 
-    def process(self, records: Iterable[InRecord]) -> list[OutRecord]:
+    def process(self, records: Iterable[Incoming]) -> list[OutRecord]:
         outputs: list[OutRecord] = []
         for record in records:
             source = KafkaSource(record.topic, record.partition, record.offset)

@@ -20,7 +20,7 @@ from stream.worker.processor import StoredSession
 _SEP = b"\x00"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ChangelogRecord:
     topic: str
     partition: int
@@ -33,6 +33,10 @@ class FaustStateStore:
     def __init__(self, sessions: faust.Table, memory: faust.Table) -> None:
         self.sessions_table = sessions
         self.memory_table = memory
+        # The memory:// stores' dicts, read and written directly: the store's mapping API
+        # costs a Python call per access and an exception per miss (most recalls miss).
+        self._sessions: dict[bytes, bytes] = sessions.data.data
+        self._memory: dict[bytes, bytes] = memory.data.data
         self._changelog: list[ChangelogRecord] = []
 
     def take_changelog(self) -> list[ChangelogRecord]:
@@ -41,47 +45,51 @@ class FaustStateStore:
         return records
 
     def load(self, session_id: str) -> StoredSession | None:
-        data = self.sessions_table.data.get(session_id.encode())
+        data = self._sessions.get(session_id.encode())
         return StoredSession.from_bytes(data) if data is not None else None
 
     def recall(self, session_id: str, key: str) -> list | None:
-        data = self.memory_table.data.get(_memory_key(session_id, key))
+        data = self._memory.get(_memory_key(session_id, key))
         return codec.unpack(data) if data is not None else None
 
     def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
         partition = stored.partition
+        topic = self.memory_table.changelog_topic_name
         for key, value in memory.items():
-            key_bytes = _memory_key(session_id, key)
-            self._write(self.memory_table, partition, key_bytes, codec.pack(value))
-        self._write(self.sessions_table, partition, session_id.encode(), stored.to_bytes())
+            self._write(self._memory, topic, partition, _memory_key(session_id, key),
+                        codec.pack(value))
+        self._write(self._sessions, self.sessions_table.changelog_topic_name, partition,
+                    session_id.encode(), stored.to_bytes())
 
     def sessions(self) -> Iterator[tuple[str, StoredSession]]:
-        for key, data in list(self.sessions_table.data.items()):
+        for key, data in list(self._sessions.items()):
             yield key.decode(), StoredSession.from_bytes(data)
 
     def forget(self, sessions: dict[str, int]) -> int:
         """Tombstones for the sessions and every memory value they own."""
         prefixes = {sid.encode() + _SEP: partition for sid, partition in sessions.items()}
-        for key in list(self.memory_table.data.keys()):
+        memory_topic = self.memory_table.changelog_topic_name
+        for key in list(self._memory):
             partition = prefixes.get(key[: key.index(_SEP) + 1])
             if partition is not None:
-                self._delete(self.memory_table, partition, key)
+                self._delete(self._memory, memory_topic, partition, key)
+        sessions_topic = self.sessions_table.changelog_topic_name
         for session_id, partition in sessions.items():
-            self._delete(self.sessions_table, partition, session_id.encode())
+            self._delete(self._sessions, sessions_topic, partition, session_id.encode())
         return len(sessions)
 
     def size(self) -> tuple[int, int]:
-        return len(self.sessions_table.data), len(self.memory_table.data)
+        return len(self._sessions), len(self._memory)
 
-    def _write(self, table: faust.Table, partition: int, key: bytes, value: bytes) -> None:
-        table.data[key] = value
-        self._changelog.append(
-            ChangelogRecord(table.changelog_topic_name, partition, key, value))
+    def _write(self, data: dict[bytes, bytes], topic: str, partition: int, key: bytes,
+               value: bytes) -> None:
+        data[key] = value
+        self._changelog.append(ChangelogRecord(topic, partition, key, value))
 
-    def _delete(self, table: faust.Table, partition: int, key: bytes) -> None:
-        table.data.pop(key, None)
-        self._changelog.append(
-            ChangelogRecord(table.changelog_topic_name, partition, key, None))
+    def _delete(self, data: dict[bytes, bytes], topic: str, partition: int,
+                key: bytes) -> None:
+        data.pop(key, None)
+        self._changelog.append(ChangelogRecord(topic, partition, key, None))
 
 
 def _memory_key(session_id: str, key: str) -> bytes:
