@@ -34,7 +34,7 @@ class Config:
     scaling_length: int = 50
     idle_sessions: int = 5_000
     idle_length: int = 3
-    rss_sessions: int = 200_000
+    rss_sessions: int = 1_000_000
     brokers: tuple[str, ...] = ("tansu",)
     rounds: int = 2
     recovery_sessions: int = 100_000
@@ -220,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="in-process sections only: no broker, worker or peers")
     parser.add_argument("--rounds", type=int, help="interleaved e2e rounds (median reported)")
     parser.add_argument("--rss-sessions", type=int,
-                        help="sessions of the RSS probe (200k by default, extrapolated to 1M)")
+                        help="sessions of the RSS probe (1M by default; fewer: extrapolated)")
     parser.add_argument("--recovery-sessions", type=int)
     parser.add_argument("--no-profile", action="store_true", help="skip the worker profile")
     parser.add_argument("--no-quix", action="store_true",

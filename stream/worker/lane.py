@@ -3,12 +3,12 @@
 Faust hands every record to its agents one at a time, and per record it starts four tasks
 (`Service.wait_first`), builds an event, queues it and acks it through the stream: about
 half of a worker's CPU went there. The lane takes the lane topic's records out of each fetch
-as one batch and awaits the handler with them, inside the fetcher, so the next fetch waits
-for the batch. Everything else stays Faust's: the consumer group and its assignment (the
-topic is subscribed like any agent's and co-partitioned with the tables), table recovery
-(changelog records still take Faust's path), and commits, which follow the acks the handler
-gives once a batch is done. Records are tracked as in flight until then, so a rebalance or
-a stop waits for the batch (`stream_wait_empty`) before partitions move or the final commit.
+as one batch and awaits the handler with them inside the fetcher. Everything else stays
+Faust's: the consumer group and its assignment (the topic is subscribed like any agent's and
+co-partitioned with the tables), table recovery, and commits, which follow the acks the
+handler gives once a batch is delivered (possibly after it returned). Records are tracked as
+in flight until acked, so a rebalance or a stop waits for them (`stream_wait_empty`) before
+partitions move or the final commit.
 
 Changelog records of the tables named with `restore_in_batches` are applied a fetch at a
 time too (`LaneConsumer._restore`); Faust's recovery still decides what to read and when
@@ -78,13 +78,13 @@ class LaneApp(faust.App):
 
 
 class LaneConsumer(faust_aiokafka.Consumer):
-    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # per changelog partition, the offset of the last record left to Faust's recovery
         self._passed_on: dict[TP, int] = {}
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
         lanes: dict[str, LaneHandler] = self.app.lanes  # type: ignore[attr-defined]

@@ -16,9 +16,10 @@ ENTRIES, SESSIONS = 20_000, 2_000
 
 
 def test_a_short_ttl_keeps_the_tables_far_below_the_sessions_streamed(broker, tmp_path: Path):
+    # Paced, so the streaming phase spans several samples however fast the worker is.
     config = SoakConfig(entries=ENTRIES, sessions=SESSIONS, ttl=3.0, sweep=1.0, sample=1.0,
-                        active=200, ahead=4000, batch_size=500, tail=6.0, drain_timeout=60.0,
-                        workdir=str(tmp_path), quiet=True)
+                        active=200, ahead=4000, rate=4000.0, batch_size=500, tail=6.0,
+                        drain_timeout=60.0, workdir=str(tmp_path), quiet=True)
     result = run_soak(config, broker)
     print(report(result))
 
