@@ -1,9 +1,10 @@
 """The worker's core without Kafka: a batch of input records in, output records out.
 
-State is read through a `StateStore` and written back once per session per batch, and
-only after the batch's outputs were delivered (`flush`): a crash before that replays the
-batch against the old state, which reproduces the same outputs; a crash after it replays
-against the new state, which the engine recognises by source offset.
+State is read through a `StateStore` and written back once per session per batch (`flush`).
+The store makes a write durable only when the caller sends its changelog records, which the
+worker does after the batch's outputs were delivered: a crash before that replays the batch
+against the old state, which reproduces the same outputs; a crash after it replays against
+the new state, which the engine recognises by source offset.
 """
 
 from __future__ import annotations
@@ -146,12 +147,12 @@ class BatchProcessor:
         return outputs
 
     def flush(self, now: float, owned: set[int] | None = None) -> None:
-        """Write back every session the batch touched; call after its outputs were delivered.
+        """Write back every session the batch touched.
 
-        Sessions of partitions this worker no longer `owned` (a rebalance took them during
-        the batch) are not written: their new owner processes those records again from the
-        committed offset, and a late write from here could land after its own in the
-        changelog and take a session's state back in time.
+        Sessions of partitions this worker no longer `owned` (a rebalance took them while
+        the batch was fetched) are not written: their new owner processes those records
+        again from the committed offset, and a late write from here could land after its
+        own in the changelog and take a session's state back in time.
         """
         for session_id, opened in self._open.items():
             if owned is not None and opened.partition not in owned:
