@@ -11,7 +11,9 @@ import statistics
 import time
 import tracemalloc
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -19,8 +21,8 @@ from bench.workload import Entry, Synthetic, load_corpus, total_bytes
 from stream.accounting import Tally
 from stream.engine import DictMemory, Engine, FileSource, Session, SessionState
 from stream.settings import Settings
-from stream.worker import codec
 from stream.worker.processor import BatchProcessor, InRecord, StoredSession
+from stream.worker.tables import ChangelogRecord, TableStore
 
 PARTITIONS = 4
 BATCH = 1000
@@ -147,52 +149,24 @@ def scaling(sessions: int, length: int, repeats: int, synthetic: Synthetic | Non
 # State
 
 
-def _memory_key(session_id: str, key: str) -> bytes:
-    # As stream/worker/tables.py keys the memory table.
-    return session_id.encode() + b"\x00" + key.encode("utf-8", "surrogatepass")
+def table_store() -> TableStore:
+    """The worker's store over two plain dicts: the bytes its memory:// tables hold."""
+    return TableStore({}, {}, "sessions", "memory")
 
 
-class CountingStore:
-    """A StateStore over two dicts of bytes, encoded as the worker's Faust tables encode them
-    (memory:// tables hold exactly these bytes), counting what each flush would write to the
-    two changelogs.
-    """
+@dataclass
+class ChangelogCount:
+    """What the worker's flushes write to its two changelogs (keyed by table)."""
 
-    def __init__(self) -> None:
-        self.sessions_data: dict[bytes, bytes] = {}
-        self.memory_data: dict[bytes, bytes] = {}
-        self.writes = {"sessions": 0, "memory": 0}
-        self.value_bytes = {"sessions": 0, "memory": 0}
-        self.key_bytes = {"sessions": 0, "memory": 0}
+    writes: Counter[str] = field(default_factory=Counter)
+    value_bytes: Counter[str] = field(default_factory=Counter)
+    key_bytes: Counter[str] = field(default_factory=Counter)
 
-    def load(self, session_id: str) -> StoredSession | None:
-        data = self.sessions_data.get(session_id.encode())
-        return StoredSession.from_bytes(data) if data is not None else None
-
-    def recall(self, session_id: str, key: str) -> list | None:
-        data = self.memory_data.get(_memory_key(session_id, key))
-        return codec.unpack(data) if data is not None else None
-
-    def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
-        for key, value in memory.items():
-            self._write("memory", self.memory_data, _memory_key(session_id, key),
-                        codec.pack(value))
-        self._write("sessions", self.sessions_data, session_id.encode(), stored.to_bytes())
-
-    def _write(self, table: str, data: dict[bytes, bytes], key: bytes, value: bytes) -> None:
-        data[key] = value
-        self.writes[table] += 1
-        self.value_bytes[table] += len(value)
-        self.key_bytes[table] += len(key)
-
-    def sessions(self) -> Iterator[tuple[str, StoredSession]]:
-        for key, data in list(self.sessions_data.items()):
-            yield key.decode(), StoredSession.from_bytes(data)
-
-    def forget(self, sessions: dict[str, int]) -> int:
-        for session_id in sessions:
-            self.sessions_data.pop(session_id.encode(), None)
-        return len(sessions)
+    def add(self, records: Iterable[ChangelogRecord]) -> None:
+        for record in records:
+            self.writes[record.topic] += 1
+            self.value_bytes[record.topic] += len(record.value or b"")
+            self.key_bytes[record.topic] += len(record.key)
 
 
 def partition_of(key: bytes) -> int:
@@ -211,44 +185,48 @@ def kafka_records(workload: Sequence[Entry], topic: str = "bench") -> list[InRec
     return records
 
 
-def run_batches(records: Sequence[InRecord], store, batch: int = BATCH,
-                clock: Callable[[], float] = time.time) -> BatchProcessor:
+def run_batches(records: Sequence[InRecord], store: TableStore, batch: int = BATCH,
+                on_changelog: Callable[[list[ChangelogRecord]], object] = lambda _: None,
+                ) -> BatchProcessor:
+    """The records through a BatchProcessor in batches, as the worker runs them; each
+    batch's changelog records go to `on_changelog`."""
     processor = BatchProcessor(Engine(), store, Settings.load(environ={}))
     for start in range(0, len(records), batch):
         processor.process(records[start : start + batch])
-        processor.flush(clock())
+        processor.flush(time.time())
+        on_changelog(store.take_changelog())
     return processor
 
 
 def changelog(workload: Sequence[Entry], batch: int = BATCH) -> dict:
     """Bytes the worker's flushes would write to the two changelogs, per input entry."""
-    store = CountingStore()
+    store, count = table_store(), ChangelogCount()
     records = kafka_records(workload)
     start = time.perf_counter()
-    run_batches(records, store, batch)
+    run_batches(records, store, batch, count.add)
     seconds = time.perf_counter() - start
     n = len(records)
     per_batch = [len({r.key for r in records[i : i + batch]}) for i in range(0, n, batch)]
-    values = sum(store.value_bytes.values())
-    keys = sum(store.key_bytes.values())
+    values = sum(count.value_bytes.values())
+    keys = sum(count.key_bytes.values())
     return {
         "entries": n,
-        "sessions": len(store.sessions_data),
+        "sessions": store.size()[0],
         "batch": batch,
         "sessions_per_batch": statistics.fmean(per_batch),
         "value_bytes_per_entry": values / n,
         "key_and_value_bytes_per_entry": (values + keys) / n,
-        "sessions_value_bytes_per_entry": store.value_bytes["sessions"] / n,
-        "memory_value_bytes_per_entry": store.value_bytes["memory"] / n,
-        "session_writes_per_entry": store.writes["sessions"] / n,
+        "sessions_value_bytes_per_entry": count.value_bytes["sessions"] / n,
+        "memory_value_bytes_per_entry": count.value_bytes["memory"] / n,
+        "session_writes_per_entry": count.writes["sessions"] / n,
         # Distinct memory keys left in the table (one per remembered entry id, idempotency key,
         # ...): what a restart replays from the changelog at least, per session and per entry.
-        "memory_keys_per_session": len(store.memory_data) / max(1, len(store.sessions_data)),
-        "memory_keys_per_entry": len(store.memory_data) / n,
-        "memory_writes_per_entry": store.writes["memory"] / n,
-        "mean_session_value_bytes": store.value_bytes["sessions"]
-        / max(1, store.writes["sessions"]),
-        "mean_memory_value_bytes": store.value_bytes["memory"] / max(1, store.writes["memory"]),
+        "memory_keys_per_session": store.size()[1] / max(1, store.size()[0]),
+        "memory_keys_per_entry": store.size()[1] / n,
+        "memory_writes_per_entry": count.writes["memory"] / n,
+        "mean_session_value_bytes": count.value_bytes["sessions"]
+        / max(1, count.writes["sessions"]),
+        "mean_memory_value_bytes": count.value_bytes["memory"] / max(1, count.writes["memory"]),
         "batch_processor_entries_per_s": rate(n, seconds),
     }
 
@@ -298,8 +276,8 @@ def state(corpus_entries: Sequence[Entry], small_sessions: int, small_length: in
     small_bytes, small_engine = traced_bytes(lambda: engine_all(small_items)[1])
 
     # The worker's form: bytes in two tables (what Faust's memory:// store holds).
-    def worker_tables() -> CountingStore:
-        store = CountingStore()
+    def worker_tables() -> TableStore:
+        store = table_store()
         run_batches(kafka_records(small), store)
         return store
 
@@ -317,6 +295,6 @@ def state(corpus_entries: Sequence[Entry], small_sessions: int, small_length: in
             "worker_tables_small_sessions": table_bytes / n_small,
             "small_session_entries": small_length,
             "small_sessions": n_small,
-            "memory_keys_per_small_session": len(store.memory_data) / n_small,
+            "memory_keys_per_small_session": store.size()[1] / n_small,
         },
     }

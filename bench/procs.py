@@ -7,7 +7,6 @@ import itertools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream.brokers import create_topics, free_port
-from stream.brokers.base import die_with_parent_hook
+from stream.brokers.base import die_with_parent_hook, log_tail, stop_process
 from stream.settings import Settings
 from stream.tail import read_topic
 
@@ -63,23 +62,10 @@ class Child:
         return self.process is not None and self.process.poll() is None
 
     def stop(self, timeout: float = 25.0) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
+        return stop_process(self.process, timeout=timeout) if self.process else None
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
 
 def cpu_seconds(pid: int) -> float | None:

@@ -16,7 +16,7 @@ import time
 
 import orjson
 
-from bench.core import BATCH, CountingStore, kafka_records
+from bench.core import BATCH, kafka_records, table_store
 from bench.workload import Synthetic
 from stream.engine import Engine
 from stream.settings import Settings
@@ -34,7 +34,7 @@ def _peak() -> int:
 
 def measure(sessions: int, length: int, wave: int) -> dict:
     synthetic = Synthetic()
-    store = CountingStore()
+    store = table_store()
     processor = BatchProcessor(Engine(), store, Settings.load(environ={}))
     gc.collect()
     baseline_peak, baseline_now = _peak(), _rss_now()
@@ -45,14 +45,15 @@ def measure(sessions: int, length: int, wave: int) -> dict:
         for first in range(0, len(records), BATCH):
             processor.process(records[first : first + BATCH])
             processor.flush(time.time())
+            store.take_changelog()  # sent and dropped by the worker
         entries += len(records)
     seconds = time.perf_counter() - start
     gc.collect()
     return {
-        "sessions": len(store.sessions_data),
+        "sessions": store.size()[0],
         "entries_per_session": length,
         "entries": entries,
-        "memory_keys": len(store.memory_data),
+        "memory_keys": store.size()[1],
         "seconds": seconds,
         "entries_per_s": entries / seconds if seconds else 0.0,
         "baseline_rss_bytes": baseline_now,

@@ -33,6 +33,28 @@ _PR_SET_PDEATHSIG = 1
 _T = TypeVar("_T")
 
 
+def log_tail(path: Path, lines: int) -> str:
+    """The last `lines` lines of a process's log file ("" when there is none yet)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def stop_process(process: subprocess.Popen, sig: signal.Signals = signal.SIGTERM,
+                 timeout: float = 25.0) -> int:
+    """Send `sig`, SIGKILL after `timeout` seconds; the exit code."""
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
 class BrokerStartError(RuntimeError):
     """The broker process exited or never answered metadata requests."""
 
@@ -71,11 +93,7 @@ class RunningBroker:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
     def __enter__(self) -> Self:
         return self

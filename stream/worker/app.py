@@ -21,7 +21,7 @@ from stream.worker.lane import LaneApp, LaneConsumer
 from stream.worker.metrics import Readings, WorkerMetrics
 from stream.worker.processor import BatchProcessor, OutRecord, too_large_notice
 from stream.worker.sender import deliver_until_done
-from stream.worker.tables import ChangelogRecord, FaustStateStore
+from stream.worker.tables import ChangelogRecord, TableStore
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ MEMORY_TABLE = "memory"
 class Worker:
     app: faust.App
     processor: BatchProcessor
-    store: FaustStateStore
+    store: TableStore
     settings: Settings
     metrics: WorkerMetrics
 
@@ -80,11 +80,11 @@ def create_app(settings: Settings) -> Worker:
     )
     # bytes in and out: the "raw" codec, so Faust spends nothing on (de)serialization.
     table_options = {"key_type": bytes, "value_type": bytes, "partitions": settings.partitions}
-    store = FaustStateStore(
-        app.Table(SESSIONS_TABLE, **table_options), app.Table(MEMORY_TABLE, **table_options)
-    )
-    app.restore_in_batches(store.sessions_table)
-    app.restore_in_batches(store.memory_table)
+    sessions = app.Table(SESSIONS_TABLE, **table_options)
+    memory = app.Table(MEMORY_TABLE, **table_options)
+    app.restore_in_batches(sessions)
+    app.restore_in_batches(memory)
+    store = TableStore.of_tables(sessions, memory)
     processor = BatchProcessor(
         Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars)),
         store,

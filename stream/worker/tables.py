@@ -1,4 +1,5 @@
-"""The worker's StateStore: two Faust tables co-partitioned with the input topic.
+"""The worker's StateStore: the dicts of two memory:// Faust tables co-partitioned with the
+input topic (or two plain dicts: the benchmark counts what the worker would write with it).
 
 `sessions` maps a session id to its small state (a few hundred bytes); `memory` maps
 session + key to one remembered id, idempotency key or tool call. A write changes the table
@@ -29,15 +30,21 @@ class ChangelogRecord:
     headers: None = None
 
 
-class FaustStateStore:
-    def __init__(self, sessions: faust.Table, memory: faust.Table) -> None:
-        self.sessions_table = sessions
-        self.memory_table = memory
+class TableStore:
+    def __init__(self, sessions: dict[bytes, bytes], memory: dict[bytes, bytes],
+                 sessions_topic: str, memory_topic: str) -> None:
+        self._sessions = sessions
+        self._memory = memory
+        self._sessions_topic = sessions_topic
+        self._memory_topic = memory_topic
+        self._changelog: list[ChangelogRecord] = []
+
+    @classmethod
+    def of_tables(cls, sessions: faust.Table, memory: faust.Table) -> TableStore:
         # The memory:// stores' dicts, read and written directly: the store's mapping API
         # costs a Python call per access and an exception per miss (most recalls miss).
-        self._sessions: dict[bytes, bytes] = sessions.data.data
-        self._memory: dict[bytes, bytes] = memory.data.data
-        self._changelog: list[ChangelogRecord] = []
+        return cls(sessions.data.data, memory.data.data,
+                   sessions.changelog_topic_name, memory.changelog_topic_name)
 
     def take_changelog(self) -> list[ChangelogRecord]:
         """The changelog records of the writes since the last call, in order."""
@@ -54,12 +61,11 @@ class FaustStateStore:
 
     def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
         partition = stored.partition
-        topic = self.memory_table.changelog_topic_name
         for key, value in memory.items():
-            self._write(self._memory, topic, partition, _memory_key(session_id, key),
-                        codec.pack(value))
-        self._write(self._sessions, self.sessions_table.changelog_topic_name, partition,
-                    session_id.encode(), stored.to_bytes())
+            self._write(self._memory, self._memory_topic, partition,
+                        _memory_key(session_id, key), codec.pack(value))
+        self._write(self._sessions, self._sessions_topic, partition, session_id.encode(),
+                    stored.to_bytes())
 
     def sessions(self) -> Iterator[tuple[str, StoredSession]]:
         for key, data in list(self._sessions.items()):
@@ -68,14 +74,12 @@ class FaustStateStore:
     def forget(self, sessions: dict[str, int]) -> int:
         """Tombstones for the sessions and every memory value they own."""
         prefixes = {sid.encode() + _SEP: partition for sid, partition in sessions.items()}
-        memory_topic = self.memory_table.changelog_topic_name
         for key in list(self._memory):
             partition = prefixes.get(key[: key.index(_SEP) + 1])
             if partition is not None:
-                self._delete(self._memory, memory_topic, partition, key)
-        sessions_topic = self.sessions_table.changelog_topic_name
+                self._delete(self._memory, self._memory_topic, partition, key)
         for session_id, partition in sessions.items():
-            self._delete(self._sessions, sessions_topic, partition, session_id.encode())
+            self._delete(self._sessions, self._sessions_topic, partition, session_id.encode())
         return len(sessions)
 
     def size(self) -> tuple[int, int]:

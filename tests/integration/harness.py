@@ -17,6 +17,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from stream.brokers import RunningBroker, free_port
+from stream.brokers.base import stop_process
 from stream.settings import Settings
 from stream.tail import read_topic
 from stream.worker.app import STALLED_EXIT_CODE
@@ -98,14 +99,7 @@ class WorkerProcess:
 
     def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30.0) -> int:
         assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
+        return stop_process(self.process, sig, timeout)
 
     def _own_log(self) -> bytes:
         with self.log_path.open("rb") as log:
