@@ -98,7 +98,7 @@ class Engine:
         if drop is not None:
             if drop.rule is not identity.REDELIVERY:
                 ctx.remember(
-                    "e:" + entry.id,
+                    entry.record_key,
                     entry.fingerprint,
                     ctx.source_hash,
                     drop.rule.name,
@@ -122,9 +122,11 @@ class Engine:
         output = entry.raw if parent_id == entry.parent_id else _reparented(entry, parent_id)
         if not first_occurrence:
             return Verdict(Action.KEPT, output)
-        parent = ctx.recall("e:" + parent_id) if parent_id else None
+        parent_key = "e:" + parent_id if parent_id else ""
+        parent = ctx.recall(parent_key) if parent_key else None
         if entry.parent_id is not None:
-            structure.dangling_parent(ctx, ctx.recall("e:" + entry.parent_id))
+            named = parent if parent_id == entry.parent_id else ctx.recall("e:" + entry.parent_id)
+            structure.dangling_parent(ctx, named)
         structure.branch_fork(ctx, parent_id, parent)
         structure.tool_calls(ctx)
         replies.consecutive_assistant(ctx)
@@ -133,8 +135,8 @@ class Engine:
         replies.repetition_cascade(ctx)
         if parent is not None and parent[E_CHILD] is None:
             parent[E_CHILD] = entry.id
-            ctx.session.memory.put("e:" + parent_id, parent)
-        ctx.remember("e:" + entry.id, entry.fingerprint, ctx.source_hash, None, None, None, None)
+            ctx.session.memory.put(parent_key, parent)
+        ctx.remember(entry.record_key, entry.fingerprint, ctx.source_hash, None, None, None, None)
         _advance_turn(ctx)
         return Verdict(Action.KEPT, output)
 
@@ -143,7 +145,7 @@ class Engine:
         entry = ctx.entry
         if entry.id is None:
             return Verdict(Action.KEPT, entry.raw)
-        record = ctx.recall("e:" + entry.id)
+        record = ctx.recall(entry.record_key)
         if record is None:
             # Forgotten (outside the window) or never written: keep it, as a new entry would be.
             return Verdict(Action.KEPT, entry.raw)
@@ -165,7 +167,7 @@ def _advance_turn(ctx: Context) -> None:
     entry, state = ctx.entry, ctx.state
     if entry.message is None:
         return
-    role = ROLE_CODES.get(entry.role, OTHER)
+    role = ROLE_CODES.get(entry.role or "", OTHER)
     if role == USER:
         state.start_turn()
     state.last_role = role

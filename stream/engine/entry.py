@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 
 import orjson
 
@@ -15,21 +14,6 @@ TOOL_CALL_BLOCKS = frozenset({"toolCall", "tool_use", "toolUse", "function_call"
 MIRROR_MODELS = frozenset({"delivery-mirror", "gateway-injected"})
 ERROR_STOPS = frozenset({"error", "aborted"})
 _POSITIONAL_KEY = re.compile(r"^(?P<scope>.*):(?P<role>user|assistant|toolResult):\d+$")
-
-
-class _cached:
-    """functools.cached_property without its lock (Python 3.11 takes one on every first access,
-    the engine's largest cost): an Entry is never shared between threads."""
-
-    def __init__(self, compute) -> None:
-        self._compute = compute
-        self._name = compute.__name__
-
-    def __get__(self, entry, owner=None):
-        if entry is None:
-            return self
-        value = entry.__dict__[self._name] = self._compute(entry)
-        return value
 
 
 class MalformedEntry(ValueError):
@@ -70,116 +54,183 @@ def parse(raw: bytes) -> Entry:
     return Entry(body, value, kind)
 
 
-@dataclass
 class Entry:
-    raw: bytes
-    value: dict
-    type: str
+    """One parsed entry. What every entry is asked for is read once here; what only some rules
+    ask for (texts, their hashes, the content blocks, usage) is computed on first use."""
 
-    @_cached
-    def id(self) -> str | None:
-        entry_id = self.value.get("id")
-        return entry_id if isinstance(entry_id, str) else None
+    __slots__ = (
+        "_blocks",
+        "_has_thinking",
+        "_has_tool_calls",
+        "_is_text_only",
+        "_normalized_text",
+        "_text_hash",
+        "_tool_call_ids",
+        "_usage_hash",
+        "_visible_text",
+        "append_mode",
+        "custom_type",
+        "error_message",
+        "fingerprint",
+        "id",
+        "idempotency_key",
+        "is_error",
+        "is_mirror",
+        "message",
+        "parent_id",
+        "provider_model",
+        "raw",
+        "record_key",
+        "role",
+        "tool_call_id",
+        "type",
+        "value",
+    )
 
-    @_cached
-    def parent_id(self) -> str | None:
-        parent = self.value.get("parentId")
-        return parent if isinstance(parent, str) and parent else None
+    def __init__(self, raw: bytes, value: dict, kind: str) -> None:
+        self.raw = raw
+        self.value = value
+        self.type = kind
+        entry_id = value.get("id")
+        self.id: str | None = entry_id if isinstance(entry_id, str) else None
+        # The memory key of the entry's record (an empty key for a header without an id).
+        self.record_key = "e:" + entry_id if isinstance(entry_id, str) else ""
+        parent = value.get("parentId")
+        self.parent_id: str | None = parent if isinstance(parent, str) and parent else None
+        self.fingerprint = digest64(raw)
+        custom = value.get("customType") if kind == "custom" else None
+        self.custom_type: str | None = custom if isinstance(custom, str) else None
+        self.append_mode: object = value.get("appendMode")
+        message = value.get("message") if kind == "message" else None
+        self.message: dict | None = None
+        self.role: str | None = None
+        self.provider_model: tuple[str | None, str | None] = (None, None)
+        self.is_mirror = False
+        self.error_message = ""
+        self.is_error = False
+        self.idempotency_key: str | None = None
+        self.tool_call_id: str | None = None
+        self._blocks: list[dict] | None = None
+        self._has_thinking = False
+        self._has_tool_calls = False
+        self._is_text_only = False
+        self._tool_call_ids: list[str] = []
+        self._visible_text: str | None = None
+        self._normalized_text: str | None = None
+        self._text_hash = -1
+        self._usage_hash = -1
+        if isinstance(message, dict):
+            self._read_message(message)
 
-    @_cached
-    def fingerprint(self) -> int:
-        return digest64(self.raw)
-
-    @_cached
-    def message(self) -> dict | None:
-        if self.type != "message":
-            return None
-        message = self.value.get("message")
-        return message if isinstance(message, dict) else None
-
-    @_cached
-    def role(self) -> str | None:
-        role = self.message.get("role") if self.message else None
-        return role if isinstance(role, str) else None
-
-    @_cached
-    def blocks(self) -> list[dict]:
-        content = self.message.get("content") if self.message else None
-        if not isinstance(content, list):
-            return []
-        return [block for block in content if isinstance(block, dict)]
-
-    @_cached
-    def has_thinking(self) -> bool:
-        return any(block.get("type") in THINKING_BLOCKS for block in self.blocks)
-
-    @_cached
-    def tool_call_ids(self) -> list[str]:
-        return [
-            block["id"]
-            for block in self.blocks
-            if block.get("type") in TOOL_CALL_BLOCKS and isinstance(block.get("id"), str)
-        ]
-
-    @_cached
-    def has_tool_calls(self) -> bool:
-        return any(block.get("type") in TOOL_CALL_BLOCKS for block in self.blocks)
-
-    @_cached
-    def is_text_only(self) -> bool:
-        content = self.message.get("content") if self.message else None
-        if isinstance(content, str):
-            return True
-        return all(block.get("type") == "text" for block in self.blocks)
-
-    @_cached
-    def normalized_text(self) -> str:
-        if not self.message:
-            return ""
-        return normalize(visible_text(self.message.get("content")))
-
-    @_cached
-    def visible_text(self) -> str:
-        return visible_text(self.message.get("content")) if self.message else ""
-
-    @_cached
-    def text_hash(self) -> int:
-        """0 stands for 'no text': rules never fire on empty text."""
-        text = self.normalized_text
-        return text_hash(text) | 1 if text else 0
-
-    def field(self, name: str) -> object:
-        return self.message.get(name) if self.message else None
-
-    @_cached
-    def provider_model(self) -> tuple[str | None, str | None]:
-        provider, model = self.field("provider"), self.field("model")
-        return (
+    def _read_message(self, message: dict) -> None:
+        self.message = message
+        role = message.get("role")
+        self.role = role if isinstance(role, str) else None
+        provider, model = message.get("provider"), message.get("model")
+        self.provider_model = (
             provider if isinstance(provider, str) else None,
             model if isinstance(model, str) else None,
         )
+        error = message.get("errorMessage")
+        self.error_message = error if isinstance(error, str) else ""
+        stop = message.get("stopReason")
+        self.is_error = (isinstance(stop, str) and stop in ERROR_STOPS) or bool(self.error_message)
+        key = message.get("idempotencyKey")
+        if not isinstance(key, str):
+            legacy = message.get("__openclaw")
+            key = legacy.get("idempotencyKey") if isinstance(legacy, dict) else None
+        self.idempotency_key = key if isinstance(key, str) and key else None
+        if self.role == "assistant":
+            self.is_mirror = _is_mirror(message, self.provider_model)
+        elif self.role == "toolResult":
+            call_id = message.get("toolCallId")
+            self.tool_call_id = call_id if isinstance(call_id, str) and call_id else None
 
-    @_cached
-    def is_mirror(self) -> bool:
-        """A transcript-only mirror: what the gateway delivered, not a model reply."""
-        if self.role != "assistant":
-            return False
-        provider, model = self.provider_model
-        if provider == "openclaw" and model in MIRROR_MODELS:
-            return True
-        mirror = self.field("openclawDeliveryMirror")
-        return isinstance(mirror, dict) and bool(mirror.get("kind"))
+    def field(self, name: str) -> object:
+        return self.message.get(name) if self.message is not None else None
 
-    @_cached
-    def is_error(self) -> bool:
-        return self.field("stopReason") in ERROR_STOPS or bool(self.error_message)
+    @property
+    def blocks(self) -> list[dict]:
+        blocks = self._blocks
+        if blocks is None:
+            blocks = self._scan_blocks()
+        return blocks
 
-    @_cached
-    def error_message(self) -> str:
-        message = self.field("errorMessage")
-        return message if isinstance(message, str) else ""
+    def _scan_blocks(self) -> list[dict]:
+        """The content blocks and what kinds they are, in one pass."""
+        content = self.field("content")
+        blocks: list[dict] = []
+        text_only = True
+        if isinstance(content, list):
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                blocks.append(block)
+                kind = block.get("type")
+                if kind == "text":
+                    continue
+                text_only = False
+                if not isinstance(kind, str):
+                    continue
+                if kind in THINKING_BLOCKS:
+                    self._has_thinking = True
+                elif kind in TOOL_CALL_BLOCKS:
+                    self._has_tool_calls = True
+                    call_id = block.get("id")
+                    if isinstance(call_id, str):
+                        self._tool_call_ids.append(call_id)
+        self._is_text_only = text_only
+        self._blocks = blocks
+        return blocks
 
-    @_cached
+    @property
+    def has_thinking(self) -> bool:
+        if self._blocks is None:
+            self._scan_blocks()
+        return self._has_thinking
+
+    @property
+    def has_tool_calls(self) -> bool:
+        if self._blocks is None:
+            self._scan_blocks()
+        return self._has_tool_calls
+
+    @property
+    def tool_call_ids(self) -> list[str]:
+        if self._blocks is None:
+            self._scan_blocks()
+        return self._tool_call_ids
+
+    @property
+    def is_text_only(self) -> bool:
+        if self._blocks is None:
+            self._scan_blocks()
+        return self._is_text_only
+
+    @property
+    def visible_text(self) -> str:
+        text = self._visible_text
+        if text is None:
+            text = self._visible_text = visible_text(self.field("content"))
+        return text
+
+    @property
+    def normalized_text(self) -> str:
+        text = self._normalized_text
+        if text is None:
+            text = self._normalized_text = normalize(self.visible_text)
+        return text
+
+    @property
+    def text_hash(self) -> int:
+        """0 stands for 'no text': rules never fire on empty text."""
+        value = self._text_hash
+        if value < 0:
+            text = self.normalized_text
+            value = self._text_hash = text_hash(text) | 1 if text else 0
+        return value
+
+    @property
     def usage_kind(self) -> str:
         """'absent', 'zero' or 'counted': an echo copies usage or carries none."""
         usage = self.field("usage")
@@ -187,40 +238,26 @@ class Entry:
             return "absent"
         return "zero" if _all_zero(usage) else "counted"
 
-    @_cached
+    @property
     def usage_hash(self) -> int:
-        usage = self.field("usage")
-        return digest64(_canonical(usage)) if usage else 0
+        value = self._usage_hash
+        if value < 0:
+            usage = self.field("usage")
+            value = self._usage_hash = digest64(_canonical(usage)) if usage else 0
+        return value
 
-    @_cached
-    def idempotency_key(self) -> str | None:
-        key = self.field("idempotencyKey")
-        if not isinstance(key, str):
-            legacy = self.field("__openclaw")
-            key = legacy.get("idempotencyKey") if isinstance(legacy, dict) else None
-        return key if isinstance(key, str) and key else None
-
-    @_cached
+    @property
     def content_fingerprint(self) -> int:
-        content = self.field("content")
-        return digest64(_canonical([self.role, content]))
+        return digest64(_canonical([self.role, self.field("content")]))
 
-    @_cached
-    def tool_call_id(self) -> str | None:
-        """The call a toolResult answers."""
-        if self.role != "toolResult":
-            return None
-        call_id = self.field("toolCallId")
-        return call_id if isinstance(call_id, str) and call_id else None
 
-    @_cached
-    def custom_type(self) -> str | None:
-        custom = self.value.get("customType") if self.type == "custom" else None
-        return custom if isinstance(custom, str) else None
-
-    @_cached
-    def append_mode(self) -> object:
-        return self.value.get("appendMode")
+def _is_mirror(message: dict, provider_model: tuple[str | None, str | None]) -> bool:
+    """A transcript-only mirror: what the gateway delivered, not a model reply."""
+    provider, model = provider_model
+    if provider == "openclaw" and model in MIRROR_MODELS:
+        return True
+    mirror = message.get("openclawDeliveryMirror")
+    return isinstance(mirror, dict) and bool(mirror.get("kind"))
 
 
 def positional_scope(key: str) -> tuple[str, str] | None:

@@ -49,7 +49,7 @@ class SessionState:
     reply_id: str | None = None
     reply_thinking: bool = False
     reply_error: bool = False
-    pending_calls: list[list[str]] = field(default_factory=list)
+    pending_calls: list[list] = field(default_factory=list)
     # loops and storms across turns
     storm_window: int = 0
     storm_armed: bool = True

@@ -178,6 +178,20 @@ def test_unknown_content_shapes_pass_as_unknown(content):
     assert not any(v.dead_letter for v in verdicts)
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("stopReason", ["error"]), ("stopReason", {"a": 1}), ("usage", [0, {}]), ("model", 7)],
+)
+def test_odd_field_types_in_a_reply_are_kept_and_it_is_still_compared(field, value):
+    odd = assistant(TEXT, parent=None)
+    odd["message"][field] = value
+    odd["message"]["content"].append({"type": ["thinking"], "thinking": "x"})
+    lines = encode([header(), user(), odd, mirror(TEXT)])
+    verdicts = run(lines)
+    assert [v.action for v in verdicts] == [Action.KEPT] * 3 + [Action.DROPPED]
+    assert outputs(verdicts) == lines[:3]
+
+
 def test_unknown_entry_types_and_fields_pass_through_untouched():
     odd = {
         "type": "brand_new_entry_kind",

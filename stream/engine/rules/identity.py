@@ -34,7 +34,7 @@ E_FP, E_SRC, E_RULE, E_RELATED, E_ANCESTOR, E_CHILD = range(1, 7)
 
 def entry_record(ctx: Context) -> list | None:
     """The remembered first occurrence of this entry's id, unless it is this very record."""
-    record = ctx.recall("e:" + ctx.entry.id)
+    record = ctx.recall(ctx.entry.record_key)
     if record is None or record[E_SRC] == ctx.source_hash:
         return None
     return record
