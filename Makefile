@@ -3,13 +3,17 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-kafka chaos soak bench bench-quick lint kafka clean
+.PHONY: run test test-pure test-kafka chaos soak bench bench-quick lint kafka clean
 
 run: $(VENV)/.installed
 	$(BIN)/session-stream dev
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q
+
+# The engine's tests again on its Python source, what an install without a C compiler runs.
+test-pure: $(VENV)/.installed
+	SESSION_STREAM_PURE_PYTHON=1 $(BIN)/python -m pytest -q tests/engine tests/test_pure.py
 
 # The integration tests again, against Apache Kafka assembled from Maven Central.
 test-kafka: $(VENV)/.installed
@@ -41,7 +45,10 @@ lint: $(VENV)/.installed
 kafka:
 	scripts/assemble-kafka.sh
 
-$(VENV)/.installed: pyproject.toml
+# The engine is compiled in place (setup.py), so editing its sources reinstalls.
+ENGINE_SOURCES := $(shell find stream/engine -name '*.py')
+
+$(VENV)/.installed: pyproject.toml setup.py $(ENGINE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

@@ -93,7 +93,15 @@ def _engine_lines(results: dict, out: Callable[[str], None]) -> None:
         f"{_num(parse.get('bytes'))} bytes)")
     out(f"engine        {_num(engine.get('entries_per_s'))} entries/s  "
         f"{_num(engine.get('mb_per_s'))} MB/s  {_num(engine.get('us_per_entry'))} us/entry  "
-        f"ratio to parse {_num(engine.get('ratio_to_parse'), 3)}")
+        f"ratio to parse {_num(engine.get('ratio_to_parse'), 3)}  "
+        f"[{_get(results, 'meta', 'engine_build') or '?'}]")
+    source = results.get("engine_source") or {}
+    if "engine" in source:
+        out(f"  its source  {_num(_get(source, 'engine', 'us_per_entry'))} us/entry  ratio to "
+            f"parse {_num(_get(source, 'engine', 'ratio_to_parse'), 3)} (uncompiled, own floor "
+            f"run in its subprocess)")
+    elif source:
+        out(f"  its source  {source.get('error', source)}")
     scaling = results.get("scaling") or {}
     if scaling:
         out(f"scaling       base {_num(_get(scaling, 'base', 'us_per_entry'))} us/entry; "
