@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Final
 
 from stream.engine.entry import Entry
 from stream.engine.records import Action, Alert, Severity, Source, alert_id
 from stream.engine.state import START_SEEN, Session, SessionState
 
-DEFAULT_MAX_IDS = 10_000
+DEFAULT_MAX_IDS: Final = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,14 +25,29 @@ class Limits:
     snippet_chars: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Context:
     session: Session
     entry: Entry
     source: Source
     source_hash: int
     limits: Limits
-    alerts: list[Alert] = field(default_factory=list)
+    alerts: list[Alert]
+    parent_read: bool
+    parent_value: list | None
+
+    def __init__(
+        self, session: Session, entry: Entry, source: Source, source_hash: int, limits: Limits
+    ) -> None:
+        # Written out rather than generated: see records.FileSource.
+        self.session = session
+        self.entry = entry
+        self.source = source
+        self.source_hash = source_hash
+        self.limits = limits
+        self.alerts = []
+        self.parent_read = False
+        self.parent_value = None
 
     @property
     def state(self) -> SessionState:
@@ -47,6 +63,14 @@ class Context:
         if value is None or value[0] <= self.state.seq - self.limits.max_ids:
             return None
         return value
+
+    def parent_record(self) -> list | None:
+        """The remembered record of the entry's parent, read once: several rules ask."""
+        if not self.parent_read:
+            parent_id = self.entry.parent_id
+            self.parent_value = self.recall("e:" + parent_id) if parent_id is not None else None
+            self.parent_read = True
+        return self.parent_value
 
     def remember(self, key: str, *values: object) -> None:
         self.session.memory.put(key, [self.state.seq, *values])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from typing import Final
 
 from stream.engine.context import Context, Limits
 from stream.engine.entry import Entry, MalformedEntry, parse
@@ -34,10 +35,12 @@ from stream.engine.state import (
     START_UNKNOWN,
     USER,
     Session,
+    origin_digest,
+    source_hash,
 )
 from stream.engine.text import digest64
 
-DROP_RULES = {
+DROP_RULES: Final = {
     rule.name: rule
     for rule in (
         identity.REDELIVERY,
@@ -57,14 +60,15 @@ class Engine:
     def process(self, session: Session, raw: bytes, source: Source) -> Verdict:
         """Decide one record. Reprocessing a record already processed from the same source
         (a restart after a crash) reproduces its verdict instead of calling it a duplicate."""
-        replay = session.state.is_replay(source.origin, source.position)
+        origin, position = origin_digest(source.origin), source.position
+        replay = session.state.is_replay(origin, position)
         if not replay:
-            session.state.advance(source.origin, source.position)
+            session.state.advance(origin, position)
         try:
             entry = parse(raw)
         except MalformedEntry as error:
             return dead_letter_verdict(session.id, raw, source, str(error))
-        ctx = Context(session, entry, source, _source_hash(source), self.limits)
+        ctx = Context(session, entry, source, source_hash(origin, position), self.limits)
         try:
             verdict = self._replay(ctx) if replay else self._decide(ctx)
         except Exception as error:  # noqa: BLE001 - one bad record must not stop a partition
@@ -103,7 +107,7 @@ class Engine:
                     ctx.source_hash,
                     drop.rule.name,
                     drop.related,
-                    identity.kept_ancestor(ctx, entry.parent_id),
+                    identity.kept_ancestor(ctx),
                     None,
                 )
             drop_alert(ctx, drop)
@@ -118,14 +122,17 @@ class Engine:
 
     def _keep(self, ctx: Context, first_occurrence: bool) -> Verdict:
         entry = ctx.entry
-        parent_id = identity.kept_ancestor(ctx, entry.parent_id)
+        parent_id = identity.kept_ancestor(ctx)
         output = entry.raw if parent_id == entry.parent_id else _reparented(entry, parent_id)
         if not first_occurrence:
             return Verdict(Action.KEPT, output)
+        named = ctx.parent_record()
         parent_key = "e:" + parent_id if parent_id else ""
-        parent = ctx.recall(parent_key) if parent_key else None
+        if parent_id == entry.parent_id:
+            parent = named
+        else:
+            parent = ctx.recall(parent_key) if parent_key else None
         if entry.parent_id is not None:
-            named = parent if parent_id == entry.parent_id else ctx.recall("e:" + entry.parent_id)
             structure.dangling_parent(ctx, named)
         structure.branch_fork(ctx, parent_id, parent)
         structure.tool_calls(ctx)
@@ -203,10 +210,6 @@ def _engine_error(error: Exception) -> str:
     # The exception's own text may quote the entry; its type and place are enough to debug.
     frame = traceback.extract_tb(error.__traceback__)[-1]
     return f"engine error: {type(error).__name__} in {frame.name} ({frame.lineno})"
-
-
-def _source_hash(source: Source) -> int:
-    return digest64(f"{source.origin}\x00{source.position}".encode())
 
 
 def dead_letter_verdict(session_id: str, raw: bytes, source: Source, reason: str) -> Verdict:

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Final
 
 import orjson
 
 from stream.engine.text import digest64, normalize, text_hash, visible_text
 
-THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
-TOOL_CALL_BLOCKS = frozenset({"toolCall", "tool_use", "toolUse", "function_call"})
-MIRROR_MODELS = frozenset({"delivery-mirror", "gateway-injected"})
-ERROR_STOPS = frozenset({"error", "aborted"})
-_POSITIONAL_KEY = re.compile(r"^(?P<scope>.*):(?P<role>user|assistant|toolResult):\d+$")
+THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
+TOOL_CALL_BLOCKS: Final = frozenset({"toolCall", "tool_use", "toolUse", "function_call"})
+MIRROR_MODELS: Final = frozenset({"delivery-mirror", "gateway-injected"})
+ERROR_STOPS: Final = frozenset({"error", "aborted"})
+_POSITIONAL_KEY: Final = re.compile(r"^(?P<scope>.*):(?P<role>user|assistant|toolResult):\d+$")
 
 
 class MalformedEntry(ValueError):

@@ -10,22 +10,32 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, fields
-from typing import Protocol
+from typing import Final, Protocol
 
 import orjson
 
 from stream.engine.text import digest64
 
 # Message roles as small ints keep the serialized state short.
-NONE, USER, ASSISTANT, TOOL_RESULT, OTHER = range(5)
-ROLE_CODES = {"user": USER, "assistant": ASSISTANT, "toolResult": TOOL_RESULT}
+NONE: Final = 0
+USER: Final = 1
+ASSISTANT: Final = 2
+TOOL_RESULT: Final = 3
+OTHER: Final = 4
+ROLE_CODES: Final = {"user": USER, "assistant": ASSISTANT, "toolResult": TOOL_RESULT}
 
 # How the session started, for rules that must never guess about entries before it.
-START_UNKNOWN, START_HEADER, START_SEEN, START_PARTIAL = range(4)
+START_UNKNOWN: Final = 0
+START_HEADER: Final = 1
+START_SEEN: Final = 2
+START_PARTIAL: Final = 3
 
 # The last failure event of the thinking-rejection loop; one failure is often written twice
 # (an `openclaw:prompt-error` custom entry and an assistant error) and must count once.
-FAIL_NONE, FAIL_ASSISTANT, FAIL_PROMPT, FAIL_MERGED = range(4)
+FAIL_NONE: Final = 0
+FAIL_ASSISTANT: Final = 1
+FAIL_PROMPT: Final = 2
+FAIL_MERGED: Final = 3
 
 
 @dataclass(slots=True)
@@ -61,12 +71,13 @@ class SessionState:
     error_count: int = 0
     error_alerted: bool = False
 
-    def is_replay(self, origin: str, position: int) -> bool:
-        """A record at or before the last one processed from the same origin was seen already."""
-        return self.origin == _origin_digest(origin) and position <= self.position
+    def is_replay(self, origin: int, position: int) -> bool:
+        """A record at or before the last one processed from the same origin was seen already
+        (`origin` is its `origin_digest`)."""
+        return self.origin == origin and position <= self.position
 
-    def advance(self, origin: str, position: int) -> None:
-        self.origin = _origin_digest(origin)
+    def advance(self, origin: int, position: int) -> None:
+        self.origin = origin
         self.position = position
 
     def start_turn(self) -> None:
@@ -99,9 +110,15 @@ _FIELD_NAMES = tuple(f.name for f in fields(SessionState))
 
 
 @functools.lru_cache(maxsize=4096)
-def _origin_digest(origin: str) -> int:
-    """Origins are few (a file, a topic partition) and asked for twice per entry."""
+def origin_digest(origin: str) -> int:
+    """Origins are few (a file, a topic partition), so their digests are cached."""
     return digest64(origin.encode())
+
+
+def source_hash(origin: int, position: int) -> int:
+    """Which record of which origin wrote a memory value. Distinct positions of one origin
+    never collide: multiplying by an odd constant is a bijection modulo 2**64."""
+    return (origin ^ (position * 0x9E3779B97F4A7C15)) & 0xFFFF_FFFF_FFFF_FFFF
 
 
 class Memory(Protocol):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Final
 
 import xxhash
 
 # Reply directives are routing hints for the gateway, not words the user sees; a mirror
 # that drops them is still the same message.
-_LEADING_DIRECTIVES = re.compile(
+_LEADING_DIRECTIVES: Final = re.compile(
     r"^\s*(?:\[\[\s*(?:reply_to_current|reply_to\s*:[^\]]*|audio_as_voice)\s*\]\]\s*)+"
 )
 
@@ -54,6 +55,10 @@ def repetition(text: str, min_unit: int) -> tuple[int, int] | None:
     """
     stripped = text.strip()
     if len(stripped) < 2 * min_unit:
+        return None
+    # The second copy starts with the unit's first `min_unit` characters, verbatim; most
+    # replies fail this one search and are never split.
+    if stripped.find(stripped[: max(min_unit, 1)], 1) < 0:
         return None
     dense = "".join(stripped.split())
     period = (dense + dense).find(dense, 1)

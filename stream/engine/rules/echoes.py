@@ -6,6 +6,8 @@ text, and returns the id of the entry the duplicate repeats.
 
 from __future__ import annotations
 
+from typing import Final
+
 from stream.engine.context import Context
 from stream.engine.entry import Entry
 from stream.engine.records import Severity
@@ -14,19 +16,19 @@ from stream.engine.rules.identity import kept_ancestor
 from stream.engine.state import ASSISTANT
 from stream.engine.text import digest64
 
-DELIVERY_MIRROR_DUPLICATE = DropRule(
+DELIVERY_MIRROR_DUPLICATE: Final = DropRule(
     "delivery_mirror_duplicate",
     Severity.INFO,
     "transcript-only mirror repeats assistant",
     lambda entry: {**text_evidence(entry), "model": entry.provider_model[1]},
 )
-CLI_MIRROR_DUPLICATE = DropRule(
+CLI_MIRROR_DUPLICATE: Final = DropRule(
     "cli_mirror_duplicate",
     Severity.WARNING,
     "cli copy repeats the assistant message",
     text_evidence,
 )
-CLEANED_CHILD_DUPLICATE = DropRule(
+CLEANED_CHILD_DUPLICATE: Final = DropRule(
     "cleaned_child_duplicate",
     Severity.INFO,
     "text-only child repeats its parent reply",
@@ -45,7 +47,7 @@ def _echo_evidence(entry: Entry) -> dict:
     }
 
 
-MISTAGGED_ECHO = DropRule(
+MISTAGGED_ECHO: Final = DropRule(
     "mistagged_echo",
     Severity.WARNING,
     "echo carrying the provider, model and usage of reply",
@@ -82,7 +84,7 @@ def cleaned_child_duplicate(ctx: Context) -> Drop | None:
         entry.is_text_only
         and state.prev_id is not None
         # the parent as the cleaned output names it, so that cleaning twice changes nothing
-        and kept_ancestor(ctx, entry.parent_id) == state.prev_id
+        and kept_ancestor(ctx) == state.prev_id
         and entry.text_hash == state.prev_text_hash
     ):
         return Drop(CLEANED_CHILD_DUPLICATE, state.prev_id)
@@ -104,7 +106,7 @@ def mistagged_echo(ctx: Context) -> Drop | None:
     return None
 
 
-ECHO_RULES = (
+ECHO_RULES: Final = (
     delivery_mirror_duplicate,
     cli_mirror_duplicate,
     cleaned_child_duplicate,

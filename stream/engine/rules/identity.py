@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from stream.engine.context import Context
 from stream.engine.entry import Entry, positional_scope
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 
-REDELIVERY = DropRule(
+REDELIVERY: Final = DropRule(
     "redelivery",
     Severity.INFO,
     "same id and same bytes as entry",
     lambda entry: {"fingerprint": f"{entry.fingerprint:016x}"},
 )
-IDEMPOTENT_REPLAY = DropRule(
+IDEMPOTENT_REPLAY: Final = DropRule(
     "idempotent_replay",
     Severity.INFO,
     "same idempotency identity and content as entry",
@@ -29,7 +30,12 @@ IDEMPOTENT_REPLAY = DropRule(
 # ancestor, first kept child]; "k:<key>" -> [seq, content fingerprint, entry id];
 # "i:<scope>\0<role>\0<fingerprint>" -> [seq, entry id]; "v:<id>\0<fingerprint>" -> [seq,
 # source hash] for each conflicting version of an id that was kept.
-E_FP, E_SRC, E_RULE, E_RELATED, E_ANCESTOR, E_CHILD = range(1, 7)
+E_FP: Final = 1
+E_SRC: Final = 2
+E_RULE: Final = 3
+E_RELATED: Final = 4
+E_ANCESTOR: Final = 5
+E_CHILD: Final = 6
 
 
 def entry_record(ctx: Context) -> list | None:
@@ -62,11 +68,12 @@ def redelivery(ctx: Context, record: list | None) -> Drop | None:
     return None
 
 
-def kept_ancestor(ctx: Context, parent_id: str | None) -> str | None:
-    """The nearest kept entry up the parent chain: dropped entries remember theirs."""
+def kept_ancestor(ctx: Context) -> str | None:
+    """The nearest kept entry up the entry's parent chain: dropped entries remember theirs."""
+    parent_id = ctx.entry.parent_id
     if parent_id is None:
         return None
-    parent = ctx.recall("e:" + parent_id)
+    parent = ctx.parent_record()
     if parent is None or parent[E_RULE] is None:
         return parent_id
     return parent[E_ANCESTOR]

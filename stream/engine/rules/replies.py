@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from stream.engine.context import Context
 from stream.engine.entry import Entry
@@ -10,14 +11,14 @@ from stream.engine.records import Severity
 from stream.engine.state import FAIL_ASSISTANT, FAIL_MERGED, FAIL_NONE, FAIL_PROMPT
 from stream.engine.text import repetition, text_hash
 
-STORM_WINDOW = 10
-STORM_THRESHOLD = 3
-STORM_REARM = 10
-ERROR_LOOP_LENGTH = 3
-THINKING_LOOP_LENGTH = 2
-_STORM_MASK = (1 << STORM_WINDOW) - 1
+STORM_WINDOW: Final = 10
+STORM_THRESHOLD: Final = 3
+STORM_REARM: Final = 10
+ERROR_LOOP_LENGTH: Final = 3
+THINKING_LOOP_LENGTH: Final = 2
+_STORM_MASK: Final = (1 << STORM_WINDOW) - 1
 
-_THINKING_REJECTION = re.compile(
+_THINKING_REJECTION: Final = re.compile(
     r"thinking\W.{0,60}blocks?\b.{0,120}cannot be modified"
     r"|invalid\W{0,3}signature\W.{0,40}thinking"
     r"|thinking\W.{0,40}invalid\W{0,3}signature",
