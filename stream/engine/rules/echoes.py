@@ -16,19 +16,19 @@ from stream.engine.rules.identity import kept_ancestor
 from stream.engine.state import ASSISTANT
 from stream.engine.text import digest64
 
-DELIVERY_MIRROR_DUPLICATE: Final = DropRule(
+DELIVERY_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
     "delivery_mirror_duplicate",
     Severity.INFO,
     "transcript-only mirror repeats assistant",
     lambda entry: {**text_evidence(entry), "model": entry.provider_model[1]},
 )
-CLI_MIRROR_DUPLICATE: Final = DropRule(
+CLI_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
     "cli_mirror_duplicate",
     Severity.WARNING,
     "cli copy repeats the assistant message",
     text_evidence,
 )
-CLEANED_CHILD_DUPLICATE: Final = DropRule(
+CLEANED_CHILD_DUPLICATE: Final[DropRule] = DropRule(
     "cleaned_child_duplicate",
     Severity.INFO,
     "text-only child repeats its parent reply",
@@ -47,7 +47,7 @@ def _echo_evidence(entry: Entry) -> dict:
     }
 
 
-MISTAGGED_ECHO: Final = DropRule(
+MISTAGGED_ECHO: Final[DropRule] = DropRule(
     "mistagged_echo",
     Severity.WARNING,
     "echo carrying the provider, model and usage of reply",

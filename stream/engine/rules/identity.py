@@ -10,13 +10,13 @@ from stream.engine.entry import Entry, positional_scope
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 
-REDELIVERY: Final = DropRule(
+REDELIVERY: Final[DropRule] = DropRule(
     "redelivery",
     Severity.INFO,
     "same id and same bytes as entry",
     lambda entry: {"fingerprint": f"{entry.fingerprint:016x}"},
 )
-IDEMPOTENT_REPLAY: Final = DropRule(
+IDEMPOTENT_REPLAY: Final[DropRule] = DropRule(
     "idempotent_replay",
     Severity.INFO,
     "same idempotency identity and content as entry",
