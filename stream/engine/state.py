@@ -16,6 +16,9 @@ import orjson
 
 from stream.engine.text import digest64
 
+# The engine's module constants are Final: compiled, they become C constants instead of
+# lookups in the module's dict.
+
 # Message roles as small ints keep the serialized state short.
 NONE: Final = 0
 USER: Final = 1

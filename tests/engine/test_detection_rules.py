@@ -77,6 +77,13 @@ def test_repetition_cascade_near_misses(text):
     assert "repetition_cascade" not in alert_kinds(verdicts)
 
 
+def test_repetition_cascade_with_a_unit_of_exactly_the_minimum_length():
+    unit = "Do it now. Then go!"  # 19 characters: with the unit's own spaces, whitespace varies
+    text = f"{unit}\n {unit}  {unit}"
+    verdicts = run([header(), user(), assistant(text)], limits=Limits(min_repetition_unit=19))
+    assert the_alert(verdicts, "repetition_cascade").evidence == {"copies": 3, "unit_length": 19}
+
+
 def test_repetition_cascade_uses_the_configured_unit_length():
     text = " ".join(["Short unit here!!!"] * 3)
     verdicts = run([header(), user(), assistant(text)], limits=Limits(min_repetition_unit=10))
