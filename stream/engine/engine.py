@@ -126,6 +126,7 @@ class Engine:
         output = entry.raw if parent_id == entry.parent_id else _reparented(entry, parent_id)
         if not first_occurrence:
             return Verdict(Action.KEPT, output)
+        # `named`: the record of the parent the entry names; `parent`: of the one it keeps.
         named = ctx.parent_record()
         parent_key = "e:" + parent_id if parent_id else ""
         if parent_id == entry.parent_id:

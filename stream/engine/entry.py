@@ -60,11 +60,11 @@ class Entry:
     ask for (texts, their hashes, the content blocks, usage) is computed on first use."""
 
     __slots__ = (
-        "_blocks",
         "_has_thinking",
         "_has_tool_calls",
         "_is_text_only",
         "_normalized_text",
+        "_scanned",
         "_text_hash",
         "_tool_call_ids",
         "_usage_hash",
@@ -111,10 +111,10 @@ class Entry:
         self.is_error = False
         self.idempotency_key: str | None = None
         self.tool_call_id: str | None = None
-        self._blocks: list[dict] | None = None
+        self._scanned = False
         self._has_thinking = False
         self._has_tool_calls = False
-        self._is_text_only = False
+        self._is_text_only = True
         self._tool_call_ids: list[str] = []
         self._visible_text: str | None = None
         self._normalized_text: str | None = None
@@ -150,61 +150,50 @@ class Entry:
     def field(self, name: str) -> object:
         return self.message.get(name) if self.message is not None else None
 
-    @property
-    def blocks(self) -> list[dict]:
-        blocks = self._blocks
-        if blocks is None:
-            blocks = self._scan_blocks()
-        return blocks
-
-    def _scan_blocks(self) -> list[dict]:
-        """The content blocks and what kinds they are, in one pass."""
+    def _scan_blocks(self) -> None:
+        """What kinds of content blocks the entry has, all four flags in one pass."""
+        self._scanned = True
         content = self.field("content")
-        blocks: list[dict] = []
-        text_only = True
-        if isinstance(content, list):
-            for block in content:
-                if not isinstance(block, dict):
-                    continue
-                blocks.append(block)
-                kind = block.get("type")
-                if kind == "text":
-                    continue
-                text_only = False
-                if not isinstance(kind, str):
-                    continue
-                if kind in THINKING_BLOCKS:
-                    self._has_thinking = True
-                elif kind in TOOL_CALL_BLOCKS:
-                    self._has_tool_calls = True
-                    call_id = block.get("id")
-                    if isinstance(call_id, str):
-                        self._tool_call_ids.append(call_id)
-        self._is_text_only = text_only
-        self._blocks = blocks
-        return blocks
+        if not isinstance(content, list):
+            return
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                continue
+            self._is_text_only = False
+            if not isinstance(kind, str):
+                continue
+            if kind in THINKING_BLOCKS:
+                self._has_thinking = True
+            elif kind in TOOL_CALL_BLOCKS:
+                self._has_tool_calls = True
+                call_id = block.get("id")
+                if isinstance(call_id, str):
+                    self._tool_call_ids.append(call_id)
 
     @property
     def has_thinking(self) -> bool:
-        if self._blocks is None:
+        if not self._scanned:
             self._scan_blocks()
         return self._has_thinking
 
     @property
     def has_tool_calls(self) -> bool:
-        if self._blocks is None:
+        if not self._scanned:
             self._scan_blocks()
         return self._has_tool_calls
 
     @property
     def tool_call_ids(self) -> list[str]:
-        if self._blocks is None:
+        if not self._scanned:
             self._scan_blocks()
         return self._tool_call_ids
 
     @property
     def is_text_only(self) -> bool:
-        if self._blocks is None:
+        if not self._scanned:
             self._scan_blocks()
         return self._is_text_only
 
