@@ -72,7 +72,7 @@ OPTIONS: tuple[Option, ...] = (
            _seconds),
     Option("alert_snippet_chars", 0, "put the first N characters of an entry's text into its "
            "alerts (evidence.snippet); 0 keeps text out of alerts", int),
-    Option("batch_size", 1000, "most records processed as one batch", int),
+    Option("batch_size", 4000, "most records processed as one batch", int),
     Option("web_host", "127.0.0.1", "bind address of the stats and metrics endpoints"),
     Option("web_port", 6066, "port of the stats and metrics endpoints", int),
     Option("startup_deadline", 60.0, "give up (exit 1) when no broker answers within this long "
