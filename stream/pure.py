@@ -20,12 +20,17 @@ ENV = "SESSION_STREAM_PURE_PYTHON"
 COMPILED_PACKAGE = "stream.engine"
 
 
-def requested(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
-    return environ.get(ENV) == "1"
+def requested() -> bool:
+    return os.environ.get(ENV) == "1"
 
 
 def is_compiled(module: ModuleType) -> bool:
     return isinstance(getattr(module, "__loader__", None), ExtensionFileLoader)
+
+
+def source_of(compiled: Path) -> Path:
+    """`engine.py` for `engine.cpython-311-x86_64-linux-gnu.so`."""
+    return compiled.with_name(compiled.name.split(".", 1)[0] + ".py")
 
 
 class _SourceFirst(MetaPathFinder):
@@ -36,10 +41,9 @@ class _SourceFirst(MetaPathFinder):
         spec = PathFinder.find_spec(name, path)
         if spec is None or spec.origin is None or not isinstance(spec.loader, ExtensionFileLoader):
             return spec
-        compiled = Path(spec.origin)
-        source = compiled.with_name(compiled.name.split(".", 1)[0] + ".py")
         return spec_from_file_location(
-            name, source, submodule_search_locations=spec.submodule_search_locations
+            name, source_of(Path(spec.origin)),
+            submodule_search_locations=spec.submodule_search_locations,
         )
 
 

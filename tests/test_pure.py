@@ -21,7 +21,6 @@ def test_no_compiled_module_is_older_than_its_source():
     for name, module in list(sys.modules.items()):
         if name.startswith("stream.engine") and pure.is_compiled(module):
             compiled = Path(module.__file__)
-            source = compiled.with_name(compiled.name.split(".", 1)[0] + ".py")
-            if source.stat().st_mtime > compiled.stat().st_mtime:
+            if pure.source_of(compiled).stat().st_mtime > compiled.stat().st_mtime:
                 stale.append(name)
     assert not stale, f"rebuild the engine (`make test` does): {stale} older than their sources"
