@@ -45,13 +45,14 @@ lint: $(VENV)/.installed
 kafka:
 	scripts/assemble-kafka.sh
 
-# The engine is compiled in place (setup.py), so editing its sources reinstalls.
+# The engine is compiled in place (setup.py), so editing its sources reinstalls. setuptools
+# warns on every editable install that builds extensions; there is nothing to act on.
 ENGINE_SOURCES := $(shell find stream/engine -name '*.py')
 
 $(VENV)/.installed: pyproject.toml setup.py $(ENGINE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
 clean:
