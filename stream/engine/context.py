@@ -67,8 +67,8 @@ class Context:
     def parent_record(self) -> list | None:
         """The remembered record of the entry's parent, read once: several rules ask."""
         if not self.parent_read:
-            parent_id = self.entry.parent_id
-            self.parent_value = self.recall("e:" + parent_id) if parent_id is not None else None
+            key = self.entry.parent_key
+            self.parent_value = self.recall(key) if key else None
             self.parent_read = True
         return self.parent_value
 

@@ -128,10 +128,10 @@ class Engine:
             return Verdict(Action.KEPT, output)
         # `named`: the record of the parent the entry names; `parent`: of the one it keeps.
         named = ctx.parent_record()
-        parent_key = "e:" + parent_id if parent_id else ""
         if parent_id == entry.parent_id:
-            parent = named
+            parent, parent_key = named, entry.parent_key
         else:
+            parent_key = "e:" + parent_id if parent_id else ""
             parent = ctx.recall(parent_key) if parent_key else None
         if entry.parent_id is not None:
             structure.dangling_parent(ctx, named)

@@ -79,6 +79,7 @@ class Entry:
         "is_mirror",
         "message",
         "parent_id",
+        "parent_key",
         "provider_model",
         "raw",
         "record_key",
@@ -94,10 +95,12 @@ class Entry:
         self.type = kind
         entry_id = value.get("id")
         self.id: str | None = entry_id if isinstance(entry_id, str) else None
-        # The memory key of the entry's record (an empty key for a header without an id).
+        # The memory keys of the entry's record and of its parent's ("" where there is none).
         self.record_key = "e:" + entry_id if isinstance(entry_id, str) else ""
         parent = value.get("parentId")
-        self.parent_id: str | None = parent if isinstance(parent, str) and parent else None
+        parent_id = parent if isinstance(parent, str) and parent else None
+        self.parent_id: str | None = parent_id
+        self.parent_key = "e:" + parent_id if parent_id is not None else ""
         self.fingerprint = digest64(raw)
         custom = value.get("customType") if kind == "custom" else None
         self.custom_type: str | None = custom if isinstance(custom, str) else None

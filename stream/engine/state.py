@@ -12,8 +12,6 @@ import functools
 from dataclasses import dataclass, field, fields
 from typing import Final, Protocol
 
-import orjson
-
 from stream.engine.text import digest64
 
 # The engine's module constants are Final: compiled, they become C constants instead of
@@ -101,12 +99,6 @@ class SessionState:
     def from_list(cls, values: list) -> SessionState:
         return cls(*values)
 
-    def to_bytes(self) -> bytes:
-        return orjson.dumps(self.to_list())
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> SessionState:
-        return cls.from_list(orjson.loads(data))
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(SessionState))
