@@ -187,10 +187,11 @@ def kafka_records(workload: Sequence[Entry], topic: str = "bench") -> list[InRec
 
 def run_batches(records: Sequence[InRecord], store: TableStore, batch: int = BATCH,
                 on_changelog: Callable[[list[ChangelogRecord]], object] = lambda _: None,
-                ) -> BatchProcessor:
-    """The records through a BatchProcessor in batches, as the worker runs them; each
-    batch's changelog records go to `on_changelog`."""
-    processor = BatchProcessor(Engine(), store, Settings.load(environ={}))
+                processor: BatchProcessor | None = None) -> BatchProcessor:
+    """The records through a BatchProcessor (a new one unless given) in batches, as the
+    worker runs them; each batch's changelog records go to `on_changelog` (the worker sends
+    them, then drops them)."""
+    processor = processor or BatchProcessor(Engine(), store, Settings.load(environ={}))
     for start in range(0, len(records), batch):
         processor.process(records[start : start + batch])
         processor.flush(time.time())

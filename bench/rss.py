@@ -16,7 +16,7 @@ import time
 
 import orjson
 
-from bench.core import BATCH, kafka_records, table_store
+from bench.core import kafka_records, run_batches, table_store
 from bench.workload import Synthetic
 from stream.engine import Engine
 from stream.settings import Settings
@@ -42,10 +42,7 @@ def measure(sessions: int, length: int, wave: int) -> dict:
     start = time.perf_counter()
     for workload in synthetic.waves(sessions, length, wave):
         records = kafka_records(workload)
-        for first in range(0, len(records), BATCH):
-            processor.process(records[first : first + BATCH])
-            processor.flush(time.time())
-            store.take_changelog()  # sent and dropped by the worker
+        run_batches(records, store, processor=processor)
         entries += len(records)
     seconds = time.perf_counter() - start
     gc.collect()
