@@ -3,12 +3,19 @@ gauges read at scrape time, and latency histograms observed per batch."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import bisect
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from stream.accounting import Tally
 
@@ -75,22 +82,57 @@ class WorkerCollector(Collector):
         yield lag
 
 
+class BatchHistogram(Collector):
+    """A histogram that takes a batch's values at once. prometheus_client's Histogram takes
+    a lock and walks its buckets in Python for every value (0.85 against 0.12 µs a value
+    here); observed for every record, that was 2.5 % of a worker's samples in py-spy.
+    Observed and scraped on the worker's event loop only, so it takes no lock."""
+
+    def __init__(self, name: str, documentation: str, buckets: Iterable[float]) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._bounds = sorted(buckets)
+        # per bucket, the values at most its bound and above the one before; the last: +Inf
+        self._counts = [0] * (len(self._bounds) + 1)
+        self._sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.observe_many((value,))
+
+    def observe_many(self, values: Iterable[float]) -> None:
+        counts, bounds, where = self._counts, self._bounds, bisect.bisect_left
+        total = self._sum
+        for value in values:
+            counts[where(bounds, value)] += 1
+            total += value
+        self._sum = total
+
+    def collect(self) -> Iterator[Metric]:
+        cumulative, running = [], 0
+        bounds = [*map(floatToGoString, self._bounds), "+Inf"]
+        for bound, count in zip(bounds, self._counts, strict=True):
+            running += count
+            cumulative.append((bound, running))
+        yield HistogramMetricFamily(self._name, self._documentation, buckets=cumulative,
+                                    sum_value=self._sum)
+
+
 class WorkerMetrics:
     def __init__(self, readings: Readings) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(WorkerCollector(readings))
-        self.batch_seconds = Histogram(
+        self.batch_seconds = BatchHistogram(
             "session_stream_batch_seconds",
             "Time to process a batch and deliver its outputs",
-            buckets=_SECONDS,
-            registry=self.registry,
+            _SECONDS,
         )
-        self.record_latency = Histogram(
+        self.record_latency = BatchHistogram(
             "session_stream_record_latency_seconds",
             "Time from a record's timestamp to the delivery of its outputs",
-            buckets=_SECONDS,
-            registry=self.registry,
+            _SECONDS,
         )
+        self.registry.register(self.batch_seconds)
+        self.registry.register(self.record_latency)
 
     def text(self) -> bytes:
         return generate_latest(self.registry)
