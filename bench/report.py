@@ -20,9 +20,10 @@ def targets(results: dict) -> list[dict]:
     """Each target with its measured value; `met` is None when it was not measured."""
     rows: list[dict] = []
 
-    def add(name: str, value, op: str, limit: float, note: str = "") -> None:
+    def add(name: str, value, op: str, limit: float, note: str = "", *,
+            judged: bool = True) -> None:
         met = None
-        if isinstance(value, int | float):
+        if judged and isinstance(value, int | float):
             met = value >= limit if op == ">=" else value <= limit
         rows.append({"target": name, "value": value, "op": op, "limit": limit, "met": met,
                      "note": note})
@@ -39,9 +40,13 @@ def targets(results: dict) -> list[dict]:
         _get(results, "state", "changelog", "corpus_1040_sessions_interleaved",
              "value_bytes_per_entry"), "<=", 200)
     rss = _get(results, "state", "rss", "worker_encoding", "rss_bytes_for_1m_sessions")
+    probed = _get(results, "state", "rss", "worker_encoding", "sessions") or 0
+    # Below 1M sessions the figure is extrapolated, and the dicts' growth steps move a small
+    # run's slope by a quarter either way: indicative, not judged.
     add("RSS for 1M small sessions, GiB (worker encoding)",
         rss / GIB if rss else None, "<=", 1.0,
-        _get(results, "state", "rss", "worker_encoding", "label") or "")
+        _get(results, "state", "rss", "worker_encoding", "label") or "",
+        judged=probed >= 1_000_000)
     for broker, e2e in (results.get("e2e") or {}).items():
         if not isinstance(e2e, dict) or "ratios" not in e2e:
             continue

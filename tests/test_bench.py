@@ -13,7 +13,7 @@ import pytest
 
 from bench import cli
 from bench.profiling import categorize, parse_collapsed, summarize_samples
-from bench.report import table
+from bench.report import table, targets
 from bench.workload import CORPUS, Synthetic, corpus_replay
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="needs ../shared/corpus")
@@ -100,6 +100,19 @@ def test_targets_are_reported_not_asserted(results: dict) -> None:
     for row in results["targets"]:
         assert row["met"] in (True, False, None)
     assert "== targets ==" in table(results)
+
+
+def test_an_rss_extrapolated_from_fewer_sessions_is_reported_but_not_judged() -> None:
+    def rss_row(sessions: int, gib: float) -> dict:
+        probe = {"sessions": sessions, "rss_bytes_for_1m_sessions": gib * 1024**3,
+                 "label": "some label"}
+        rows = targets({"state": {"rss": {"worker_encoding": probe}}})
+        return next(row for row in rows if row["target"].startswith("RSS"))
+
+    assert rss_row(10_000, 1.7)["met"] is None
+    assert rss_row(10_000, 1.7)["value"] == pytest.approx(1.7)
+    assert rss_row(1_000_000, 1.01)["met"] is False
+    assert rss_row(1_000_000, 0.99)["met"] is True
 
 
 def test_the_workload_renames_sessions_and_keeps_their_order() -> None:
