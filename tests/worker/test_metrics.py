@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.registry import Collector
 
 from stream.worker.metrics import BatchHistogram
 
@@ -11,9 +12,9 @@ BUCKETS = (0.001, 0.005, 0.01, 0.5, 1, 60)
 VALUES = [0.0, 0.001, 0.0011, 0.005, 0.3, 1.0, 60, 61, 1e9]
 
 
-def exposition(histogram: object) -> str:
+def exposition(histogram: Collector) -> str:
     registry = CollectorRegistry()
-    registry.register(histogram)  # type: ignore[arg-type]
+    registry.register(histogram)
     return generate_latest(registry).decode()
 
 
