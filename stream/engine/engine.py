@@ -7,7 +7,7 @@ import traceback
 from typing import Final
 
 from stream.engine.context import Context, Limits
-from stream.engine.entry import Entry, MalformedEntry, parse
+from stream.engine.entry import Entry, MalformedEntry, parse, record_key
 from stream.engine.records import (
     Action,
     Alert,
@@ -131,7 +131,7 @@ class Engine:
         if parent_id == entry.parent_id:
             parent, parent_key = named, entry.parent_key
         else:
-            parent_key = "e:" + parent_id if parent_id else ""
+            parent_key = record_key(parent_id)
             parent = ctx.recall(parent_key) if parent_key else None
         if entry.parent_id is not None:
             structure.dangling_parent(ctx, named)

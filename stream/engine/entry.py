@@ -41,6 +41,11 @@ def _loads(raw: bytes) -> object:
             raise MalformedEntry(f"not JSON: {fast_error}") from None
 
 
+def record_key(entry_id: str | None) -> str:
+    """The memory key of an entry's remembered record ("" for none)."""
+    return "e:" + entry_id if entry_id is not None else ""
+
+
 def parse(raw: bytes) -> Entry:
     body = raw.rstrip(b"\r\n")
     value = _loads(body)
@@ -95,12 +100,11 @@ class Entry:
         self.type = kind
         entry_id = value.get("id")
         self.id: str | None = entry_id if isinstance(entry_id, str) else None
-        # The memory keys of the entry's record and of its parent's ("" where there is none).
-        self.record_key = "e:" + entry_id if isinstance(entry_id, str) else ""
         parent = value.get("parentId")
-        parent_id = parent if isinstance(parent, str) and parent else None
-        self.parent_id: str | None = parent_id
-        self.parent_key = "e:" + parent_id if parent_id is not None else ""
+        self.parent_id: str | None = parent if isinstance(parent, str) and parent else None
+        # built once: every entry reads its own record and most its parent's
+        self.record_key = record_key(self.id)
+        self.parent_key = record_key(self.parent_id)
         self.fingerprint = digest64(raw)
         custom = value.get("customType") if kind == "custom" else None
         self.custom_type: str | None = custom if isinstance(custom, str) else None

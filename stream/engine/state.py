@@ -100,7 +100,6 @@ class SessionState:
         return cls(*values)
 
 
-
 _FIELD_NAMES = tuple(f.name for f in fields(SessionState))
 
 
