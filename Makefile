@@ -11,9 +11,11 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q
 
-# The engine's tests again on its Python source, what an install without a C compiler runs.
+# The tests of the compiled modules again on their Python source, what an install without a C
+# compiler runs.
 test-pure: $(VENV)/.installed
-	SESSION_STREAM_PURE_PYTHON=1 $(BIN)/python -m pytest -q tests/engine tests/test_pure.py
+	SESSION_STREAM_PURE_PYTHON=1 $(BIN)/python -m pytest -q tests/engine tests/worker/test_processor.py \
+		tests/test_pure.py
 
 # The integration tests again, against Apache Kafka assembled from Maven Central.
 test-kafka: $(VENV)/.installed
@@ -45,11 +47,13 @@ lint: $(VENV)/.installed
 kafka:
 	scripts/assemble-kafka.sh
 
-# The engine is compiled in place (setup.py), so editing its sources reinstalls. setuptools
-# warns on every editable install that builds extensions; there is nothing to act on.
-ENGINE_SOURCES := $(shell find stream/engine -name '*.py')
+# The compiled modules (stream/pure.py names them) are built in place (setup.py), so editing
+# their sources reinstalls. setuptools warns on every editable install that builds
+# extensions; there is nothing to act on.
+COMPILED_SOURCES := $(shell $(PYTHON) -c 'import runpy, pathlib; \
+	print(*runpy.run_path("stream/pure.py")["compiled_sources"](pathlib.Path(".")))')
 
-$(VENV)/.installed: pyproject.toml setup.py $(ENGINE_SOURCES)
+$(VENV)/.installed: pyproject.toml setup.py stream/pure.py $(COMPILED_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(BIN)/pip install --quiet -e '.[test]'

@@ -1,8 +1,8 @@
-"""Run the cleaning engine from its Python source even where a compiled build is installed.
+"""Which modules the install compiles, and running them from their Python source instead.
 
-`SESSION_STREAM_PURE_PYTHON=1` installs the engine uncompiled (setup.py); set at run time, it
-makes this process import the `.py` files beside the compiled modules instead. The CI runs the
-engine's tests this way too, and the benchmark profiles the source, which cProfile can see.
+`SESSION_STREAM_PURE_PYTHON=1` installs them uncompiled (setup.py); set at run time, it makes
+this process import the `.py` files beside the compiled modules instead. The CI runs their
+tests this way too, and the benchmark profiles the source, which cProfile can see.
 """
 
 from __future__ import annotations
@@ -17,7 +17,15 @@ from pathlib import Path
 from types import ModuleType
 
 ENV = "SESSION_STREAM_PURE_PYTHON"
-COMPILED_PACKAGE = "stream.engine"
+# The engine, and the worker's per-record path around it. setup.py and the Makefile read this
+# list (this file imports only the standard library for them).
+COMPILED = (
+    "stream.engine",
+    "stream.accounting",
+    "stream.worker.codec",
+    "stream.worker.processor",
+    "stream.worker.tables",
+)
 
 
 def requested() -> bool:
@@ -28,6 +36,19 @@ def is_compiled(module: ModuleType) -> bool:
     return isinstance(getattr(module, "__loader__", None), ExtensionFileLoader)
 
 
+def is_compiled_name(name: str) -> bool:
+    return any(name == module or name.startswith(module + ".") for module in COMPILED)
+
+
+def compiled_sources(root: Path) -> list[Path]:
+    """The source files of the COMPILED modules under the project folder `root`."""
+    sources: list[Path] = []
+    for module in COMPILED:
+        path = root.joinpath(*module.split("."))
+        sources += sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+    return sources
+
+
 def source_of(compiled: Path) -> Path:
     """`engine.py` for `engine.cpython-311-x86_64-linux-gnu.so`."""
     return compiled.with_name(compiled.name.split(".", 1)[0] + ".py")
@@ -36,7 +57,7 @@ def source_of(compiled: Path) -> Path:
 class _SourceFirst(MetaPathFinder):
     def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None,
                   ) -> ModuleSpec | None:
-        if name != COMPILED_PACKAGE and not name.startswith(COMPILED_PACKAGE + "."):
+        if not is_compiled_name(name):
             return None
         spec = PathFinder.find_spec(name, path)
         if spec is None or spec.origin is None or not isinstance(spec.loader, ExtensionFileLoader):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import faust
 
@@ -42,8 +43,9 @@ class TableStore:
     @classmethod
     def of_tables(cls, sessions: faust.Table, memory: faust.Table) -> TableStore:
         # The memory:// stores' dicts, read and written directly: the store's mapping API
-        # costs a Python call per access and an exception per miss (most recalls miss).
-        return cls(sessions.data.data, memory.data.data,
+        # costs a Python call per access and an exception per miss (most recalls miss). Faust
+        # types them as mappings; compiled, this class checks that they are dicts.
+        return cls(cast(dict, sessions.data.data), cast(dict, memory.data.data),
                    sessions.changelog_topic_name, memory.changelog_topic_name)
 
     def take_changelog(self) -> list[ChangelogRecord]:
