@@ -132,6 +132,7 @@ def run_core(config: Config, log=print) -> dict:
     }
     log("parse floor and engine")
     results["parse_floor"], results["engine"] = core.parse_and_engine(workload, config.repeats)
+    results["batch_path"] = core.batch_path(workload, config.repeats, results["engine"])
     timings["engine"] = time.perf_counter() - started
     log("scaling")
     results["scaling"] = core.scaling(config.scaling_sessions, config.scaling_length,

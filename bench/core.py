@@ -111,6 +111,28 @@ def parse_and_engine(workload: Sequence[Entry], repeats: int) -> tuple[dict, dic
     return parse, engine
 
 
+def batch_path(workload: Sequence[Entry], repeats: int, engine: dict) -> dict:
+    """The worker's per-record path without a broker: the same entries as Kafka records through
+    a BatchProcessor and its tables in batches (fresh state each run), against `engine`'s
+    figure from the same workload: what the worker adds to the engine before any I/O."""
+    records = kafka_records(workload)
+    run_batches(records, table_store())  # warm-up
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run_batches(records, table_store())
+        seconds.append(time.perf_counter() - start)
+        gc.collect()
+    us = 1e6 * _best(seconds) / len(records)
+    return {
+        "entries": len(records),
+        "batch": BATCH,
+        "us_per_entry": us,
+        "us_beyond_engine": us - engine["us_per_entry"],
+        "repeats": repeats,
+    }
+
+
 def scaling(sessions: int, length: int, repeats: int, synthetic: Synthetic | None = None) -> dict:
     """Per-entry engine cost with 10x the sessions and with 10x longer sessions, against a base
     of `sessions` x `length` run 10 times over fresh state (the same entry count as the others)."""

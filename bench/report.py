@@ -100,6 +100,11 @@ def _engine_lines(results: dict, out: Callable[[str], None]) -> None:
         f"{_num(engine.get('mb_per_s'))} MB/s  {_num(engine.get('us_per_entry'))} us/entry  "
         f"ratio to parse {_num(engine.get('ratio_to_parse'), 3)}  "
         f"[{_get(results, 'meta', 'engine_build') or '?'}]")
+    batch = results.get("batch_path") or {}
+    if batch:
+        out(f"worker batch  {_num(batch.get('us_per_entry'))} us/entry: engine, tables and "
+            f"outputs without a broker, {_num(batch.get('us_beyond_engine'))} us beyond the "
+            f"engine")
     source = results.get("engine_source") or {}
     if "engine" in source:
         out(f"  its source  {_num(_get(source, 'engine', 'us_per_entry'))} us/entry  ratio to "

@@ -37,8 +37,8 @@ def results(tmp_path_factory) -> dict:
 
 
 def test_the_results_file_has_every_section(results: dict) -> None:
-    for section in ("meta", "workload", "parse_floor", "engine", "scaling", "state", "e2e",
-                    "recovery", "profile", "targets"):
+    for section in ("meta", "workload", "parse_floor", "engine", "batch_path", "scaling", "state",
+                    "e2e", "recovery", "profile", "targets"):
         assert section in results, section
     assert results["e2e"] == {"skipped": "--skip-e2e"}
     assert results["meta"]["config"]["entries"] == 600
@@ -53,6 +53,15 @@ def test_throughputs_are_positive_and_the_ratio_follows_from_them(results: dict)
     assert engine["ratio_to_parse"] == pytest.approx(
         engine["entries_per_s"] / parse["entries_per_s"])
     assert engine["kept"] + engine["dropped"] + engine["dead_lettered"] == 600
+
+
+def test_the_batch_path_is_measured_over_the_same_entries_as_the_engine(results: dict) -> None:
+    batch, engine = results["batch_path"], results["engine"]
+    assert batch["entries"] == engine["entries"] == 600
+    assert _positive(batch["us_per_entry"])
+    assert batch["us_beyond_engine"] == pytest.approx(
+        batch["us_per_entry"] - engine["us_per_entry"])
+    assert "worker batch" in table(results)
 
 
 def test_scaling_compares_equal_entry_counts(results: dict) -> None:
