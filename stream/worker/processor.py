@@ -51,14 +51,26 @@ class InRecord:
     timestamp: float | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class OutRecord:
     topic: str
     partition: int
     key: bytes | None
     value: bytes
     source: KafkaSource
-    headers: list[tuple[str, bytes]] | None = None
+    headers: list[tuple[str, bytes]] | None
+
+    def __init__(self, topic: str, partition: int, key: bytes | None, value: bytes,
+                 source: KafkaSource, *, headers: list[tuple[str, bytes]] | None = None,
+                 ) -> None:
+        # Written out, one per output: compiled, a generated __init__ stays interpreted (see
+        # stream.engine.records).
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+        self.value = value
+        self.source = source
+        self.headers = headers
 
 
 @dataclass(slots=True)
@@ -204,7 +216,7 @@ class BatchProcessor:
         if letter is not None:
             headers = [("reason", letter.reason.encode()), ("source", _source_header(source))]
             yield OutRecord(
-                settings.dlq_topic, partition, key, letter.to_bytes(), source, headers
+                settings.dlq_topic, partition, key, letter.to_bytes(), source, headers=headers
             )
 
 
@@ -215,7 +227,7 @@ def too_large_notice(out: OutRecord, dlq_topic: str) -> OutRecord:
     letter = DeadLetter(_key_text(out.key), out.source, reason, b"")
     body = {**letter.as_json(), "raw_encoding": "omitted"}
     return OutRecord(dlq_topic, out.partition, out.key, orjson.dumps(body), out.source,
-                     [("reason", reason.encode()), ("source", _source_header(out.source))])
+                     headers=[("reason", reason.encode()), ("source", _source_header(out.source))])
 
 
 def _key_text(key: bytes | None) -> str:

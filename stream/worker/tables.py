@@ -22,13 +22,21 @@ from stream.worker.processor import StoredSession
 _SEP = b"\x00"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ChangelogRecord:
     topic: str
     partition: int
     key: bytes
     value: bytes | None
-    headers: None = None
+    headers: None
+
+    def __init__(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        # Written out, one per table write: compiled, a generated __init__ stays interpreted.
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+        self.value = value
+        self.headers = None
 
 
 class TableStore:
