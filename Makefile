@@ -50,8 +50,7 @@ kafka:
 # The compiled modules (stream/pure.py names them) are built in place (setup.py), so editing
 # their sources reinstalls. setuptools warns on every editable install that builds
 # extensions; there is nothing to act on.
-COMPILED_SOURCES := $(shell $(PYTHON) -c 'import runpy, pathlib; \
-	print(*runpy.run_path("stream/pure.py")["compiled_sources"](pathlib.Path(".")))')
+COMPILED_SOURCES := $(shell $(PYTHON) -P stream/pure.py)
 
 $(VENV)/.installed: pyproject.toml setup.py stream/pure.py $(COMPILED_SOURCES)
 	$(PYTHON) -m venv $(VENV)

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import ModuleType
 
 ENV = "SESSION_STREAM_PURE_PYTHON"
-# The engine, and the worker's per-record path around it. setup.py and the Makefile read this
-# list (this file imports only the standard library for them).
+# The engine, and the worker's per-record path around it. setup.py reads this list and the
+# Makefile runs this file for it: it imports only the standard library.
 COMPILED = (
     "stream.engine",
     "stream.accounting",
@@ -71,3 +71,7 @@ class _SourceFirst(MetaPathFinder):
 def prefer_source() -> None:
     if not any(isinstance(finder, _SourceFirst) for finder in sys.meta_path):
         sys.meta_path.insert(0, _SourceFirst())
+
+
+if __name__ == "__main__":
+    print(*compiled_sources(Path(".")))
