@@ -1,4 +1,5 @@
-"""`python -m bench [--quick] [--out FILE] [--broker tansu|kafka|both] [--entries N] [--skip-e2e]`
+"""`python -m bench [--quick] [--out FILE] [--broker tansu|kafka|both] [--entries N] [--warmup N]
+[--skip-e2e]`
 
 Runs every section, writes the results as JSON (default bench/results/latest.json) and prints
 a table. It reports and never asserts: a missed target is a line in the table, not a failure.
@@ -37,6 +38,8 @@ class Config:
     rss_sessions: int = 1_000_000
     brokers: tuple[str, ...] = ("tansu",)
     rounds: int = 2
+    # entries of the untimed run every contender makes first, on each broker (0: none)
+    warmup_entries: int = 10_000
     recovery_sessions: int = 100_000
     quix: str = "install"  # install (bench/.venv-quix on demand) | if-present | skip
     e2e: bool = True
@@ -47,7 +50,7 @@ class Config:
 
 QUICK = Config(entries=5_000, repeats=2, scaling_sessions=50, scaling_length=20,
                idle_sessions=1_000, rss_sessions=10_000,
-               rounds=1, recovery_sessions=10_000, quix="skip", profile=False,
+               rounds=1, warmup_entries=1_000, recovery_sessions=10_000, quix="skip", profile=False,
                profile_entries=5_000, quick=True)
 
 
@@ -200,10 +203,13 @@ def run_brokers(config: Config, results: dict, workdir: Path, log=print) -> None
             asyncio.run(produce(broker.bootstrap, input_topic, records))
             produce_s = time.perf_counter() - t0
             log(f"  produced {len(records):,} entries in {produce_s:.1f}s")
+            warmup = e2e.warm_up(broker, records[: config.warmup_entries],
+                                 contenders=contenders, workdir=workdir, log=log)
             section = e2e.run_rounds(broker, input_topic, total=len(records),
                                      contenders=contenders, rounds=config.rounds,
                                      workdir=workdir, log=log)
             section["produce_entries_per_s"] = len(records) / produce_s
+            section["warmup"] = warmup
             section["quix"] = quix_note
             if not quix:
                 section["quix_unavailable"] = quix_note
@@ -229,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-e2e", action="store_true",
                         help="in-process sections only: no broker, worker or peers")
     parser.add_argument("--rounds", type=int, help="interleaved e2e rounds (median reported)")
+    parser.add_argument("--warmup", type=int,
+                        help="entries of every contender's untimed first run per broker (0: none)")
     parser.add_argument("--rss-sessions", type=int,
                         help="sessions of the RSS probe (1M by default; fewer: extrapolated)")
     parser.add_argument("--recovery-sessions", type=int)
@@ -245,6 +253,8 @@ def config_from(args: argparse.Namespace) -> Config:
         changes["entries"] = args.entries
     if args.rounds:
         changes["rounds"] = args.rounds
+    if args.warmup is not None:
+        changes["warmup_entries"] = args.warmup
     if args.rss_sessions:
         changes["rss_sessions"] = args.rss_sessions
     if args.recovery_sessions:

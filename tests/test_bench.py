@@ -169,3 +169,9 @@ def test_the_command_line_defaults() -> None:
     assert config.quick and not config.e2e
     assert config.brokers == ("tansu", "kafka")
     assert args.out == Path(cli.RESULTS)
+    assert config.warmup_entries == cli.QUICK.warmup_entries > 0
+
+
+def test_the_warm_up_can_be_sized_or_left_out() -> None:
+    assert cli.config_from(cli.build_parser().parse_args([])).warmup_entries == 10_000
+    assert cli.config_from(cli.build_parser().parse_args(["--warmup", "0"])).warmup_entries == 0
