@@ -1,10 +1,11 @@
 """End to end on a local broker (section 5): the worker against the floors of this stack.
 
-The workload is produced once to a 4-partition input topic; then each contender, in turn and
-in a rotating order per round, consumes all of it with a consumer group and output topics of its
-own. A contender is done when its group has committed every input offset. Its rate is the input
-count over the span from its first to its last output record (the timestamps its producer set):
-consumer start-up, group join and commit lag fall outside that span for every contender alike.
+The workload is produced once to a 4-partition input topic; after an untimed warm-up run of
+every contender (`warm_up`), each contender, in turn and in a rotating order per round, consumes
+all of it with a consumer group and output topics of its own. A contender is done when its
+group has committed every input offset. Its rate is the input count over the span from its
+first to its last output record (the timestamps its producer set): consumer start-up, group
+join and commit lag fall outside that span for every contender alike.
 """
 
 from __future__ import annotations
@@ -197,10 +198,11 @@ def warm_up(broker: RunningBroker, records: Sequence[tuple[bytes, bytes]], *,
     """One untimed run of every contender over `records`, on a topic of their own, before
     the timed rounds.
 
-    A fresh Kafka's JVM compiles its hot paths and grows its heap while it serves its first
-    runs; measured here, its JIT compiler threads used 1.7 s of CPU during the first
-    contender's run and 0.2-0.9 s during later ones. Unwarmed, that CPU is taken on the two
-    shared cores from whichever contender runs first (the worker, in round 1)."""
+    A fresh Kafka's JVM compiles its hot paths (and collects the most) while it serves its
+    first runs; measured here, its JIT compiler threads used 1.7 s of CPU during the first
+    contender's run, 0.9 s during the second and 0.2-0.4 s during later ones. Unwarmed, that
+    CPU is taken on the two shared cores from whichever contender runs first (the worker, in
+    round 1)."""
     if not records:
         return None
     topic = f"bench-warmup-{uuid.uuid4().hex[:6]}"
