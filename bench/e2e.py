@@ -28,7 +28,7 @@ from bench.procs import (
     create,
     http_json,
     interpolate,
-    produce,
+    new_topic,
     python_env,
     read_outputs,
     worker_command,
@@ -206,8 +206,7 @@ def warm_up(broker: RunningBroker, records: Sequence[tuple[bytes, bytes]], *,
     if not records:
         return None
     topic = f"bench-warmup-{uuid.uuid4().hex[:6]}"
-    create(broker.bootstrap, [topic])
-    asyncio.run(produce(broker.bootstrap, topic, records))
+    new_topic(broker.bootstrap, topic, records)
     runs = {}
     for contender in contenders:
         log(f"  e2e {broker.kind} warm-up: {contender.name}")

@@ -135,6 +135,12 @@ def create(bootstrap: str, topics: Sequence[str]) -> None:
     create_topics(bootstrap, dict.fromkeys(topics, PARTITIONS), config={"retention.ms": "-1"})
 
 
+def new_topic(bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+    """A topic made by `create`, holding `records`."""
+    create(bootstrap, [topic])
+    asyncio.run(produce(bootstrap, topic, records))
+
+
 async def produce(bootstrap: str, topic: str, records: Sequence[tuple[bytes, bytes]],
                   window: int = 2000) -> dict[int, int]:
     """Send every (key, value) and wait for all; returns each partition's end offset."""

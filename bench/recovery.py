@@ -22,9 +22,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from bench.procs import (
     Child,
-    create,
     end_positions,
     http_json,
+    new_topic,
     produce,
     worker_command,
     worker_env,
@@ -107,9 +107,8 @@ def log_phases(text: str, started_wall: float) -> dict:
 def recovery(broker: RunningBroker, sessions: int, workdir: Path, log) -> dict:
     tag = f"recovery-{uuid.uuid4().hex[:6]}"
     input_topic = f"{tag}-in"
-    create(broker.bootstrap, [input_topic])
     records = _records(sessions, Synthetic(seed=11))
-    asyncio.run(produce(broker.bootstrap, input_topic, records))
+    new_topic(broker.bootstrap, input_topic, records)
     settings = worker_settings(broker.url, tag, input_topic, workdir)
     env = worker_env(settings)
     first = Child("worker", worker_command(), workdir / f"{tag}-1.log", env).start()

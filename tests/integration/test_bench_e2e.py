@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 
 import pytest
 
 from bench import e2e
-from bench.procs import create, produce
+from bench.procs import new_topic
 from bench.workload import corpus_replay
 from stream.brokers import RunningBroker
 
@@ -21,8 +20,7 @@ def test_the_warm_up_runs_each_contender_apart_from_the_timed_input(
 ) -> None:
     records = [(sid.encode(), raw) for sid, raw in corpus_replay(300)]
     input_topic = f"bench-it-{uuid.uuid4().hex[:6]}"
-    create(broker.bootstrap, [input_topic])
-    asyncio.run(produce(broker.bootstrap, input_topic, records))
+    new_topic(broker.bootstrap, input_topic, records)
     logged: list[str] = []
 
     warmup = e2e.warm_up(broker, records[:100], contenders=[e2e.RAW], workdir=tmp_path,
