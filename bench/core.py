@@ -135,24 +135,35 @@ def batch_path(workload: Sequence[Entry], repeats: int, engine: dict) -> dict:
 
 def scaling(sessions: int, length: int, repeats: int, synthetic: Synthetic | None = None) -> dict:
     """Per-entry engine cost with 10x the sessions and with 10x longer sessions, against a base
-    of `sessions` x `length` run 10 times over fresh state (the same entry count as the others)."""
+    of `sessions` x `length` run 10 times over fresh state (the same entry count as the others).
+
+    The 10x sessions are also run a group of `sessions` at a time, all of them kept: the same
+    entries and the same state in the end, but only as many sessions interleaved as in the base.
+    What that run saves is the cost of interleaving (each session's state is cold in the CPU's
+    caches when its next entry comes), not of holding more state."""
     synthetic = synthetic or Synthetic()
     base = numbered(synthetic.workload(sessions, length, prefix="base"))
-    wide = numbered(synthetic.workload(10 * sessions, length, prefix="wide"))
+    wide_workload = synthetic.workload(10 * sessions, length, prefix="wide")
+    wide = numbered(wide_workload)
+    grouped = numbered(in_groups(wide_workload, sessions))
     deep = numbered(synthetic.workload(sessions, 10 * length, prefix="deep"))
 
     def run_base() -> float:
         return sum(engine_all(base)[0] for _ in range(10))
 
-    timings: dict[str, list[float]] = {"base": [], "more_sessions": [], "longer_sessions": []}
+    runs: dict[str, Callable[[], float]] = {
+        "base": run_base,
+        "more_sessions": lambda: engine_all(wide)[0],
+        "more_sessions_grouped": lambda: engine_all(grouped)[0],
+        "longer_sessions": lambda: engine_all(deep)[0],
+    }
+    timings: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
-        timings["base"].append(run_base())
-        gc.collect()
-        timings["more_sessions"].append(engine_all(wide)[0])
-        gc.collect()
-        timings["longer_sessions"].append(engine_all(deep)[0])
-        gc.collect()
-    counts = {"base": 10 * len(base), "more_sessions": len(wide), "longer_sessions": len(deep)}
+        for name, run in runs.items():
+            timings[name].append(run())
+            gc.collect()
+    counts = {"base": 10 * len(base), "more_sessions": len(wide),
+              "more_sessions_grouped": len(grouped), "longer_sessions": len(deep)}
     us = {name: 1e6 * _best(t) / counts[name] for name, t in timings.items()}
     return {
         "base": {"sessions": sessions, "entries_per_session": length, "runs": 10,
@@ -160,11 +171,26 @@ def scaling(sessions: int, length: int, repeats: int, synthetic: Synthetic | Non
         "more_sessions": {"sessions": 10 * sessions, "entries_per_session": length,
                           "us_per_entry": us["more_sessions"],
                           "ratio_to_base": us["more_sessions"] / us["base"]},
+        "more_sessions_grouped": {"sessions": 10 * sessions, "interleaved": sessions,
+                                  "entries_per_session": length,
+                                  "us_per_entry": us["more_sessions_grouped"],
+                                  "ratio_to_base": us["more_sessions_grouped"] / us["base"]},
         "longer_sessions": {"sessions": sessions, "entries_per_session": 10 * length,
                             "us_per_entry": us["longer_sessions"],
                             "ratio_to_base": us["longer_sessions"] / us["base"]},
         "repeats": repeats,
     }
+
+
+def in_groups(workload: Sequence[Entry], size: int) -> list[Entry]:
+    """`workload` reordered into groups of `size` sessions, one group after another (by first
+    appearance); within a group the entries keep their interleaving, and every session its
+    order."""
+    group: dict[str, int] = {}
+    for sid, _ in workload:
+        if sid not in group:
+            group[sid] = len(group) // size
+    return sorted(workload, key=lambda item: group[item[0]])
 
 
 # ---------------------------------------------------------------------------------------------

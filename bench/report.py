@@ -115,7 +115,9 @@ def _engine_lines(results: dict, out: Callable[[str], None]) -> None:
     scaling = results.get("scaling") or {}
     if scaling:
         out(f"scaling       base {_num(_get(scaling, 'base', 'us_per_entry'))} us/entry; "
-            f"10x sessions x{_num(_get(scaling, 'more_sessions', 'ratio_to_base'))}; "
+            f"10x sessions x{_num(_get(scaling, 'more_sessions', 'ratio_to_base'))} "
+            f"(x{_num(_get(scaling, 'more_sessions_grouped', 'ratio_to_base'))} "
+            f"with {_get(scaling, 'more_sessions_grouped', 'interleaved')} interleaved); "
             f"10x longer x{_num(_get(scaling, 'longer_sessions', 'ratio_to_base'))}")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bench import cli
+from bench import cli, core
 from bench.profiling import categorize, parse_collapsed, summarize_samples
 from bench.report import table, targets
 from bench.workload import CORPUS, Synthetic, corpus_replay
@@ -66,13 +66,30 @@ def test_the_batch_path_is_measured_over_the_same_entries_as_the_engine(results:
 
 def test_scaling_compares_equal_entry_counts(results: dict) -> None:
     scaling = results["scaling"]
-    for name in ("base", "more_sessions", "longer_sessions"):
+    for name in ("base", "more_sessions", "more_sessions_grouped", "longer_sessions"):
         assert _positive(scaling[name]["us_per_entry"])
     assert scaling["more_sessions"]["sessions"] == 10 * scaling["base"]["sessions"]
+    assert scaling["more_sessions_grouped"]["sessions"] == 10 * scaling["base"]["sessions"]
+    assert scaling["more_sessions_grouped"]["interleaved"] == scaling["base"]["sessions"]
     assert scaling["longer_sessions"]["entries_per_session"] == 10 * scaling["base"][
         "entries_per_session"]
-    for name in ("more_sessions", "longer_sessions"):
+    for name in ("more_sessions", "more_sessions_grouped", "longer_sessions"):
         assert _positive(scaling[name]["ratio_to_base"])
+
+
+def test_the_grouped_run_interleaves_only_a_group_of_sessions_at_a_time() -> None:
+    workload = Synthetic(seed=3).workload(12, 5)
+    grouped = core.in_groups(workload, 4)
+    assert sorted(grouped) == sorted(workload)
+    for sid in {sid for sid, _ in workload}:
+        assert [raw for s, raw in grouped if s == sid] == [raw for s, raw in workload if s == sid]
+    # each run of 20 entries (4 sessions x 5) holds exactly its own 4 sessions
+    chunks = [grouped[i:i + 20] for i in range(0, 60, 20)]
+    sessions = [{sid for sid, _ in chunk} for chunk in chunks]
+    assert all(len(group) == 4 for group in sessions)
+    assert not sessions[0] & sessions[1] and not sessions[1] & sessions[2]
+    # and within a group the stream's interleaving is kept
+    assert chunks[0] == [item for item in workload if item[0] in sessions[0]]
 
 
 def test_state_sizes_are_plausible(results: dict) -> None:
