@@ -196,13 +196,8 @@ def warm_up(broker: RunningBroker, records: Sequence[tuple[bytes, bytes]], *,
             contenders: Sequence[Contender], workdir: Path,
             log: Callable[[str], None]) -> dict | None:
     """One untimed run of every contender over `records`, on a topic of their own, before
-    the timed rounds.
-
-    A fresh Kafka's JVM compiles its hot paths (and collects the most) while it serves its
-    first runs; measured here, its JIT compiler threads used 1.7 s of CPU during the first
-    contender's run, 0.9 s during the second and 0.2-0.4 s during later ones. Unwarmed, that
-    CPU is taken on the two shared cores from whichever contender runs first (the worker, in
-    round 1)."""
+    the timed rounds: a fresh Kafka's JVM compiles its hot paths while it serves its first
+    runs, on the cores the first contender needs (figures in bench/README.md)."""
     if not records:
         return None
     topic = f"bench-warmup-{uuid.uuid4().hex[:6]}"
