@@ -130,12 +130,13 @@ def batch_path(workload: Sequence[Entry], repeats: int, engine: dict) -> dict:
         run_batches(records, table_store())
         seconds.append(time.perf_counter() - start)
         gc.collect()
-    us = 1e6 * _best(seconds) / len(records)
+    runs = _per_entry(seconds, len(records))
+    us = _best(runs)
     return {
         "entries": len(records),
         "batch": BATCH,
         "us_per_entry": us,
-        "us_per_entry_runs": _per_entry(seconds, len(records)),
+        "us_per_entry_runs": runs,
         "us_beyond_engine": us - engine["us_per_entry"],
         "repeats": repeats,
     }
@@ -159,15 +160,15 @@ def scaling(sessions: int, length: int, repeats: int, synthetic: Synthetic | Non
     def run_base() -> float:
         return sum(engine_all(base)[0] for _ in range(10))
 
-    runs: dict[str, Callable[[], float]] = {
+    timed: dict[str, Callable[[], float]] = {
         "base": run_base,
         "more_sessions": lambda: engine_all(wide)[0],
         "more_sessions_grouped": lambda: engine_all(grouped)[0],
         "longer_sessions": lambda: engine_all(deep)[0],
     }
-    timings: dict[str, list[float]] = {name: [] for name in runs}
+    timings: dict[str, list[float]] = {name: [] for name in timed}
     for _ in range(repeats):
-        for name, run in runs.items():
+        for name, run in timed.items():
             timings[name].append(run())
             gc.collect()
     counts = {"base": 10 * len(base), "more_sessions": len(wide),
