@@ -132,7 +132,7 @@ def run_core(config: Config, log=print) -> dict:
         "entries": len(workload),
         "sessions": len({sid for sid, _ in workload}),
         "bytes": sum(len(raw) for _, raw in workload),
-        "source": "../shared/corpus replayed, copy c of session X renamed s{c}-X, sessions "
+        "source": "tests/data/corpus replayed, copy c of session X renamed s{c}-X, sessions "
                   "interleaved uniformly at random (seeded), per-session order kept",
     }
     log("parse floor and engine")

@@ -18,7 +18,8 @@ import orjson
 
 from stream.sessions import find_session_files, open_lines, session_id_of
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+# The anonymized real sessions the tests use too (tests/data/corpus/README.md).
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus"
 
 Entry = tuple[str, bytes]
 
@@ -30,7 +31,7 @@ class CorpusSession:
 
 
 def load_corpus(root: Path = CORPUS) -> list[CorpusSession]:
-    """Every session file under `root` (the .jsonl.gz files of ../shared/corpus)."""
+    """Every session file under `root` (the .jsonl.gz files of tests/data/corpus)."""
     if not root.is_dir():
         raise FileNotFoundError(f"no corpus at {root}")
     sessions = []

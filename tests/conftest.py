@@ -10,9 +10,10 @@ import pytest
 
 from stream.brokers import RunningBroker, start_broker
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-FIXTURES = SHARED / "fixtures"
-CORPUS = SHARED / "corpus"
+# The project's own copy of the real data its tests use (tests/data/README.md says what it is).
+DATA = Path(__file__).resolve().parent / "data"
+FIXTURES = DATA / "fixtures"
+CORPUS = DATA / "corpus"
 
 
 @pytest.fixture(scope="session")

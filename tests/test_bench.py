@@ -14,9 +14,7 @@ import pytest
 from bench import cli, core
 from bench.profiling import categorize, parse_collapsed, summarize_samples
 from bench.report import table, targets
-from bench.workload import CORPUS, Synthetic, corpus_replay
-
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="needs ../shared/corpus")
+from bench.workload import Synthetic, corpus_replay
 
 TINY = replace(
     cli.QUICK, entries=600, repeats=2, scaling_sessions=4, scaling_length=10,

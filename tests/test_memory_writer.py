@@ -19,8 +19,8 @@ from stream.offline import clean_session
 from stream.produce import make_producer, send_records
 from stream.sessions import find_session_files, open_lines, session_id_of
 from stream.settings import Settings
+from tests.conftest import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 _ids = itertools.count(1)
 
 

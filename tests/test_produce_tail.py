@@ -17,8 +17,8 @@ from stream import produce, tail
 from stream.brokers import RunningBroker, create_topics, free_port
 from stream.sessions import find_session_files, open_lines, session_id_of
 from stream.settings import Settings
+from tests.conftest import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 SECRET = "the secret transcript text"
 PARTITIONS = 4
 

@@ -36,9 +36,9 @@ from stream.sessions import open_lines, session_id_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
-SHARED = ROOT.parent / "shared"
-FIXTURES = SHARED / "fixtures"
-CORPUS = SHARED / "corpus"
+DATA = ROOT / "tests" / "data"
+FIXTURES = DATA / "fixtures"
+CORPUS = DATA / "corpus"
 
 SCHEMA_FILES = ("entry.schema.json", "alert.schema.json", "dead-letter.schema.json")
 
@@ -118,11 +118,11 @@ def real_files() -> list[Path]:
 
 
 def _ids(paths: list[Path]) -> list[str]:
-    return [str(path.relative_to(SHARED)) for path in paths]
+    return [str(path.relative_to(DATA)) for path in paths]
 
 
 needs_real_files = pytest.mark.skipif(
-    not real_files(), reason=f"no fixtures or corpus under {SHARED}"
+    not real_files(), reason=f"no fixtures or corpus under {DATA}"
 )
 
 

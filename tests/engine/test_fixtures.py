@@ -1,4 +1,4 @@
-"""The real OpenClaw files in ../shared/fixtures and the anonymized corpus in ../shared/corpus.
+"""The real OpenClaw files in tests/data/fixtures and the anonymized corpus in tests/data/corpus.
 
 Expected drops and alerts per fixture are read off the fixture lines and SOURCES.md there:
 
@@ -35,12 +35,9 @@ from stream.accounting import Tally
 from stream.engine import Action, Engine, FileSource
 from stream.offline import clean_session
 from stream.sessions import find_session_files, open_lines, session_id_of
+from tests.conftest import CORPUS, FIXTURES
 
 from .builders import is_mirror, normalized_text
-
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-FIXTURES = SHARED / "fixtures"
-CORPUS = SHARED / "corpus"
 
 EXPECTED = {
     "03fa959b-7248-40b8-b7da-fbf45d737122.jsonl.excerpt.jsonl": {

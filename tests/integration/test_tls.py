@@ -23,10 +23,10 @@ from stream.offline import clean_session
 from stream.produce import read_session
 from stream.settings import Settings
 from stream.tail import format_record
+from tests.conftest import FIXTURES
 from tests.integration.harness import WorkerProcess, wait_until, worker_settings
 
 TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 # Ten lines, one of them an exact delivery-mirror duplicate the worker drops.
 SESSION_FILE = (
     FIXTURES / "0c4e9163-2c40-4265-ab6e-a52f5dd1cd99.jsonl.reset.2026-04-05T04-22-28.629Z"

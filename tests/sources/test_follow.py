@@ -17,9 +17,8 @@ from stream.sessions import open_lines
 from stream.sources import follow
 from stream.sources.checkpoint import CheckpointError
 from stream.sources.follow import FileFollower
+from tests.conftest import FIXTURES
 from tests.sources.helpers import by_key, drain
-
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 
 
 def header(session_id: str) -> bytes:
