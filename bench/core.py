@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import orjson
 
 from bench.workload import Entry, Synthetic, load_corpus, total_bytes
-from stream.accounting import Tally
 from stream.engine import DictMemory, Engine, FileSource, Session, SessionState
+from stream.engine.tally import Tally
 from stream.settings import Settings
 from stream.worker.processor import BatchProcessor, InRecord, StoredSession
 from stream.worker.tables import ChangelogRecord, TableStore

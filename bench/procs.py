@@ -19,9 +19,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream.brokers import create_topics, free_port
-from stream.brokers.base import die_with_parent_hook, log_tail, stop_process
+from stream.brokers.local import die_with_parent_hook, log_tail, stop_process
+from stream.consumers.tail import read_topic
 from stream.settings import Settings
-from stream.tail import read_topic
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent

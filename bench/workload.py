@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from stream.sessions import find_session_files, open_lines, session_id_of
+from stream.sources.session_files import find_session_files, open_lines, session_id_of
 
 # The anonymized real sessions the tests use too (tests/data/corpus/README.md).
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus"

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stream import dev, memory_writer, offline, produce, tail
+from stream.commands import clean as offline
+from stream.commands import dev
+from stream.consumers import memory_writer, tail
 from stream.engine.context import DEFAULT_MAX_IDS
-from stream.security import SecurityError
+from stream.kafka.configuration import SecurityError
 from stream.settings import Settings, add_options
-from stream.sources import follow
+from stream.sources import follow, produce
 from stream.sources import sqlite as follow_sqlite
 
 

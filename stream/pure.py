@@ -21,7 +21,6 @@ ENV = "SESSION_STREAM_PURE_PYTHON"
 # Makefile runs this file for it: it imports only the standard library.
 COMPILED = (
     "stream.engine",
-    "stream.accounting",
     "stream.worker.codec",
     "stream.worker.processor",
     "stream.worker.tables",

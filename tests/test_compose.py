@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from stream.accounting import Tally
 from stream.engine import DROP_RULES, Action, Alert, FileSource, Severity, Verdict
+from stream.engine.tally import Tally
 from stream.settings import OPTIONS, Settings
 from stream.worker.metrics import Readings, WorkerMetrics
 

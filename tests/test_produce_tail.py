@@ -13,10 +13,11 @@ import orjson
 import pytest
 from aiokafka import ConsumerRecord
 
-from stream import produce, tail
 from stream.brokers import RunningBroker, create_topics, free_port
-from stream.sessions import find_session_files, open_lines, session_id_of
+from stream.consumers import tail
 from stream.settings import Settings
+from stream.sources import produce
+from stream.sources.session_files import find_session_files, open_lines, session_id_of
 from tests.conftest import FIXTURES
 
 SECRET = "the secret transcript text"

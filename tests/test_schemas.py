@@ -20,6 +20,7 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
+from stream.commands.clean import clean_session
 from stream.engine import (
     DROP_RULES,
     Action,
@@ -31,8 +32,7 @@ from stream.engine import (
     Verdict,
 )
 from stream.engine.engine import dead_letter_verdict
-from stream.offline import clean_session
-from stream.sessions import open_lines, session_id_of
+from stream.sources.session_files import open_lines, session_id_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"

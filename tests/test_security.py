@@ -7,7 +7,7 @@ import ssl
 import faust
 import pytest
 
-from stream.security import SecurityError, client_options, faust_credentials
+from stream.kafka.configuration import SecurityError, client_options, faust_credentials
 from stream.settings import Settings
 
 BASE = Settings.load(environ={}).replace(broker="kafka://127.0.0.1:9093")

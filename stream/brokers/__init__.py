@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from stream.brokers.base import (
+from stream.brokers.kafka import start_kafka
+from stream.brokers.local import (
     BrokerKind,
     BrokerStartError,
     RunningBroker,
@@ -10,7 +11,6 @@ from stream.brokers.base import (
     free_port,
     wait_ready,
 )
-from stream.brokers.kafka import start_kafka
 from stream.brokers.tansu import start_tansu
 
 BROKER_KINDS: tuple[BrokerKind, ...] = ("tansu", "kafka")

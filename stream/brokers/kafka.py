@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
-from stream.brokers.base import (
+from stream.brokers.local import (
     HOST,
     BrokerStartError,
     RunningBroker,

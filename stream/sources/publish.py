@@ -2,7 +2,7 @@
 
 A source only reads: `poll()` says which records are new and where the source will stand once
 they are delivered, without moving. The loop sends them through the producer of
-`stream.produce` (acks=all, a bounded window of unacknowledged sends) and only then calls
+`stream.sources.produce` (acks=all, a bounded window of unacknowledged sends) and only then calls
 `commit()`, which moves the source and saves its checkpoint. A crash between the two re-sends
 the batch on restart (at-least-once; the worker drops repeated entry ids), and never skips it.
 """
@@ -22,9 +22,9 @@ from typing import Generic, Protocol, TextIO, TypeVar
 
 from aiokafka.errors import KafkaError
 
-from stream.produce import ensure_input_topic, make_producer, send_records
 from stream.settings import Settings, add_options
 from stream.sources.checkpoint import CheckpointError
+from stream.sources.produce import ensure_input_topic, make_producer, send_records
 
 Record = tuple[bytes, bytes]
 Send = Callable[[list[Record]], Awaitable[object]]

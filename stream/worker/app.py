@@ -13,14 +13,14 @@ import faust
 from faust.types import Message
 
 from stream.engine import Engine, Limits
-from stream.produce import make_producer
-from stream.security import client_options, faust_credentials
+from stream.kafka.configuration import client_options, faust_credentials
+from stream.kafka.producer import deliver_until_done
 from stream.settings import MAX_RECORD_BYTES, Settings
+from stream.sources.produce import make_producer
 from stream.worker import group_leave, highwaters
 from stream.worker.lane import LaneApp, LaneConsumer
 from stream.worker.metrics import Readings, WorkerMetrics
 from stream.worker.processor import BatchProcessor, OutRecord, too_large_notice
-from stream.worker.sender import deliver_until_done
 from stream.worker.tables import ChangelogRecord, TableStore
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from stream.accounting import Tally
+from stream.engine.tally import Tally
 
 # A batch takes milliseconds when the broker is near; seconds mean trouble.
 _SECONDS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)

@@ -17,9 +17,9 @@ from typing import Protocol
 
 import orjson
 
-from stream.accounting import Tally
 from stream.engine import DeadLetter, Engine, KafkaSource, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
+from stream.engine.tally import Tally
 from stream.settings import Settings
 from stream.worker import codec
 

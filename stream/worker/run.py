@@ -8,9 +8,9 @@ import sys
 
 import faust
 
+from stream.kafka.admin import BrokerUnreachable, TopicMismatch, ensure_topics, wait_for_broker
 from stream.settings import Settings
 from stream.worker.app import changelog_topics, create_app
-from stream.worker.topics import BrokerUnreachable, TopicMismatch, ensure_topics, wait_for_broker
 
 
 def run_worker(settings: Settings) -> int:

@@ -10,7 +10,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from stream.brokers import RunningBroker, create_topics, start_broker
-from stream.brokers.base import port_is_open
+from stream.brokers.local import port_is_open
 
 SELECTED_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 TOPIC = "broker-smoke"

@@ -40,8 +40,8 @@ from types import SimpleNamespace
 import orjson
 
 from stream.brokers import RunningBroker, start_broker
-from stream.produce import ensure_input_topic, make_producer, send_records
 from stream.settings import Settings
+from stream.sources.produce import ensure_input_topic, make_producer, send_records
 from tests.integration.harness import WorkerProcess, worker_settings
 
 FORGOT = re.compile(rb"forgot (\d+) sessions idle")

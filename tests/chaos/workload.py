@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from stream.sessions import find_session_files, open_lines
+from stream.sources.session_files import find_session_files, open_lines
 from tests.conftest import CORPUS
 
 

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import pytest
 
-from stream.accounting import Tally
+from stream.commands.clean import clean_session
 from stream.engine import Action, Engine, FileSource
-from stream.offline import clean_session
-from stream.sessions import find_session_files, open_lines, session_id_of
+from stream.engine.tally import Tally
+from stream.sources.session_files import find_session_files, open_lines, session_id_of
 from tests.conftest import CORPUS, FIXTURES
 
 from .builders import is_mirror, normalized_text

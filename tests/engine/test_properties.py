@@ -9,7 +9,6 @@ from collections import defaultdict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream.accounting import Tally
 from stream.engine import (
     Action,
     DictMemory,
@@ -19,6 +18,7 @@ from stream.engine import (
     Session,
     SessionState,
 )
+from stream.engine.tally import Tally
 from stream.worker import codec
 
 from .builders import (

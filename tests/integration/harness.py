@@ -17,9 +17,9 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from stream.brokers import RunningBroker, free_port
-from stream.brokers.base import stop_process
+from stream.brokers.local import stop_process
+from stream.consumers.tail import read_topic
 from stream.settings import Settings
-from stream.tail import read_topic
 from stream.worker.app import STALLED_EXIT_CODE
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stream.sessions import find_session_files, open_lines, session_id_of
+from stream.sources.session_files import find_session_files, open_lines, session_id_of
 from tests.conftest import FIXTURES
 from tests.engine.builders import (
     THINKING_REJECTED,

@@ -18,11 +18,11 @@ from types import SimpleNamespace
 import pytest
 
 from stream.brokers.kafka import TlsKafka, start_kafka
+from stream.commands.clean import clean_session
+from stream.consumers.tail import format_record
 from stream.engine import Engine
-from stream.offline import clean_session
-from stream.produce import read_session
 from stream.settings import Settings
-from stream.tail import format_record
+from stream.sources.produce import read_session
 from tests.conftest import FIXTURES
 from tests.integration.harness import WorkerProcess, wait_until, worker_settings
 

@@ -11,8 +11,8 @@ import orjson
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from stream.commands.clean import clean_session
 from stream.engine import DROP_RULES, Engine
-from stream.offline import clean_session
 from tests.integration.harness import (
     WorkerProcess,
     consume_all,

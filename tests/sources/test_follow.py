@@ -13,10 +13,10 @@ import orjson
 import pytest
 
 from stream.brokers import free_port
-from stream.sessions import open_lines
 from stream.sources import follow
 from stream.sources.checkpoint import CheckpointError
 from stream.sources.follow import FileFollower
+from stream.sources.session_files import open_lines
 from tests.conftest import FIXTURES
 from tests.sources.helpers import by_key, drain
 

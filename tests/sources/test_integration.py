@@ -14,11 +14,11 @@ from types import ModuleType
 import pytest
 
 from stream.brokers import RunningBroker
-from stream.sessions import open_lines
+from stream.consumers.tail import read_topic
 from stream.settings import Settings
 from stream.sources import follow
 from stream.sources import sqlite as follow_sqlite
-from stream.tail import read_topic
+from stream.sources.session_files import open_lines
 from tests.sources.sqlite_store import create_store, insert
 from tests.sources.test_follow import FIXTURES, append, entry, header, lines
 

@@ -11,7 +11,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from stream.brokers import RunningBroker, create_topics
-from stream.worker.sender import deliver_until_done
+from stream.kafka.producer import deliver_until_done
 
 pytestmark = [pytest.mark.integration]
 

@@ -51,7 +51,7 @@ from aiokafka.errors import CommitFailedError, KafkaError
 
 from stream.engine.entry import Entry, MalformedEntry, parse
 from stream.engine.text import digest64, normalize
-from stream.security import client_options
+from stream.kafka.configuration import client_options
 from stream.settings import Settings, add_options
 
 INDEX_DIR = ".index"

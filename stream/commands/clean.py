@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from stream.accounting import Tally
 from stream.engine import DictMemory, Engine, FileSource, Limits, Session, SessionState, Verdict
-from stream.sessions import (
+from stream.engine.tally import Tally
+from stream.sources.session_files import (
     READ_ERRORS,
     find_session_files,
     open_lines,

@@ -20,15 +20,15 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from stream.brokers import create_topics
-from stream.security import client_options
-from stream.sessions import (
+from stream.kafka.configuration import client_options
+from stream.settings import MAX_RECORD_BYTES, TOPIC_CONFIG, Settings, add_options
+from stream.sources.session_files import (
     READ_ERRORS,
     find_session_files,
     open_lines,
     read_error_reason,
     session_id_of,
 )
-from stream.settings import MAX_RECORD_BYTES, TOPIC_CONFIG, Settings, add_options
 
 # Sends awaited together: bounds the futures (and so the unsent records) held at once
 # while still letting the producer fill whole batches between waits.

@@ -24,14 +24,14 @@ from pathlib import Path
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from stream import memory_writer
 from stream.brokers import RunningBroker, free_port, start_broker
-from stream.produce import produce_files
-from stream.security import client_options
+from stream.consumers import memory_writer
+from stream.consumers.tail import format_record
+from stream.kafka.configuration import client_options
 from stream.settings import ENV_PREFIX, OPTIONS, Settings, add_options
-from stream.tail import format_record
+from stream.sources.produce import produce_files
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sessions"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sessions"
 # How long the outputs must stay unchanged before the memory files are compared.
 QUIET_SECONDS = 3.0
 

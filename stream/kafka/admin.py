@@ -14,8 +14,8 @@ import time
 from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
-from stream.brokers.base import create_topics, run_sync
-from stream.security import client_options
+from stream.brokers.local import create_topics, run_sync
+from stream.kafka.configuration import client_options
 from stream.settings import TOPIC_CONFIG, Settings
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
-from stream.security import client_options
+from stream.kafka.configuration import client_options
 from stream.settings import Settings, add_options, positive_int
 
 ROLES = ("alerts", "clean", "dlq", "input")
