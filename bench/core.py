@@ -21,8 +21,8 @@ from bench.workload import Entry, Synthetic, load_corpus, total_bytes
 from stream.engine import DictMemory, Engine, FileSource, Session, SessionState
 from stream.engine.tally import Tally
 from stream.settings import Settings
-from stream.worker.processor import BatchProcessor, InRecord, StoredSession
-from stream.worker.tables import ChangelogRecord, TableStore
+from stream.worker.processor import BatchProcessor, InRecord
+from stream.worker.tables import ChangelogRecord, StoredSession, TableStore
 
 PARTITIONS = 4
 BATCH = 1000
@@ -255,9 +255,7 @@ def run_batches(records: Sequence[InRecord], store: TableStore, batch: int = BAT
     them, then drops them)."""
     processor = processor or BatchProcessor(Engine(), store, Settings.load(environ={}))
     for start in range(0, len(records), batch):
-        processor.process(records[start : start + batch])
-        processor.flush(time.time())
-        on_changelog(store.take_changelog())
+        on_changelog(processor.process(records[start : start + batch], time.time()).changelog)
     return processor
 
 

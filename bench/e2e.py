@@ -32,7 +32,6 @@ from bench.procs import (
     python_env,
     read_outputs,
     worker_command,
-    worker_env,
     worker_settings,
 )
 from stream.brokers import RunningBroker, free_port
@@ -60,7 +59,7 @@ class Contender:
 def _worker(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
     settings = worker_settings(broker.url, tag, input_topic, workdir,
                                session_timeout=float(E2E_SESSION_TIMEOUT_S))
-    child = Child("worker", worker_command(), workdir / f"{tag}.log", worker_env(settings))
+    child = Child("worker", worker_command(), workdir / f"{tag}.log", settings.environment())
     return Launch(child, settings.app_id, list(settings.output_topics), settings.web_port)
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from stream.brokers import create_topics, free_port
+from stream.brokers import free_port
 from stream.brokers.local import die_with_parent_hook, log_tail, stop_process
 from stream.consumers.tail import read_topic
+from stream.kafka.admin import create_topics
 from stream.settings import Settings
 
 BENCH = Path(__file__).resolve().parent
@@ -110,12 +111,6 @@ def worker_settings(broker_url: str, tag: str, input_topic: str, workdir: Path,
         log_level="info",  # at warn, faust.Worker sets the root logger to DEBUG (spinner)
         **changes,
     )
-
-
-def worker_env(settings: Settings) -> dict[str, str]:
-    env = python_env()
-    env.update({f"SESSION_STREAM_{k.upper()}": str(v) for k, v in settings.__dict__.items()})
-    return env
 
 
 def worker_command(python: str = sys.executable) -> list[str]:

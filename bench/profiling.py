@@ -25,7 +25,6 @@ from bench.procs import (
     Child,
     committed,
     worker_command,
-    worker_env,
     worker_settings,
 )
 from bench.workload import Entry
@@ -262,7 +261,7 @@ def worker_profile(broker: RunningBroker, input_topic: str, total: int, workdir:
         cmd = worker_command()
     else:
         cmd = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "stream.cli", "worker"]
-    worker = Child("worker", cmd, workdir / f"{tag}.log", worker_env(settings)).start()
+    worker = Child("worker", cmd, workdir / f"{tag}.log", settings.environment()).start()
     sampler = None
     if spy:
         sampler = Child("py-spy", [spy, "record", "--pid", str(worker.pid), "--native",

@@ -27,7 +27,6 @@ from bench.procs import (
     new_topic,
     produce,
     worker_command,
-    worker_env,
     worker_settings,
 )
 from bench.workload import Synthetic
@@ -110,7 +109,7 @@ def recovery(broker: RunningBroker, sessions: int, workdir: Path, log) -> dict:
     records = _records(sessions, Synthetic(seed=11))
     new_topic(broker.bootstrap, input_topic, records)
     settings = worker_settings(broker.url, tag, input_topic, workdir)
-    env = worker_env(settings)
+    env = settings.environment()
     first = Child("worker", worker_command(), workdir / f"{tag}-1.log", env).start()
     try:
         log(f"  recovery {broker.kind}: filling the tables with {sessions:,} sessions")

@@ -37,7 +37,7 @@ def _add_clean(commands: argparse._SubParsersAction) -> None:
         help="recent entry ids and idempotency keys remembered per session (default %(default)s)",
     )
     clean.add_argument(
-        "--snippet-chars",
+        "--alert-snippet-chars",
         type=int,
         default=0,
         help="put the first N characters of an entry's text into its alerts (default: none)",

@@ -1,8 +1,10 @@
 """Which modules the install compiles, and running them from their Python source instead.
 
-`SESSION_STREAM_PURE_PYTHON=1` installs them uncompiled (setup.py); set at run time, it makes
-this process import the `.py` files beside the compiled modules instead. The CI runs their
-tests this way too, and the benchmark profiles the source, which cProfile can see.
+`SESSION_STREAM_PURE_PYTHON=1` installs them uncompiled (setup.py). A compiled install runs
+the compiled modules; a program that wants their source anyway asks for it explicitly, before
+it imports them, with `use_source_if_requested()`: the test suite does (`make test-pure` runs
+the compiled modules' tests on their source) and so does the benchmark's source run, which
+cProfile can see into. Importing `stream` changes nothing.
 """
 
 from __future__ import annotations
@@ -67,8 +69,10 @@ class _SourceFirst(MetaPathFinder):
         )
 
 
-def prefer_source() -> None:
-    if not any(isinstance(finder, _SourceFirst) for finder in sys.meta_path):
+def use_source_if_requested() -> None:
+    """With SESSION_STREAM_PURE_PYTHON=1, this process imports the compiled modules from the
+    `.py` files beside them; call it before anything imports them."""
+    if requested() and not any(isinstance(finder, _SourceFirst) for finder in sys.meta_path):
         sys.meta_path.insert(0, _SourceFirst())
 
 

@@ -15,11 +15,6 @@ from stream.engine.context import DEFAULT_MAX_IDS
 
 ENV_PREFIX = "SESSION_STREAM_"
 
-# Transcript lines with images or long tool results reach megabytes; Kafka's default 1 MB
-# limit would turn them into poison pills. Every topic of the project is created with this.
-MAX_RECORD_BYTES = 16 * 1024 * 1024
-TOPIC_CONFIG = {"retention.ms": "-1", "max.message.bytes": str(MAX_RECORD_BYTES)}
-
 
 @dataclass(frozen=True)
 class Option:
@@ -54,6 +49,19 @@ def _seconds(text: str) -> float:
     return float(text)
 
 
+_LOG_LEVELS = {"debug": "debug", "info": "info", "warn": "warning", "warning": "warning",
+               "error": "error", "critical": "critical"}
+
+
+def log_level(text: str) -> str:
+    """A logging level by its usual names, in any case; `warn` is `warning`."""
+    level = _LOG_LEVELS.get(text.strip().lower())
+    if level is None:
+        raise argparse.ArgumentTypeError(
+            f"unknown log level {text!r}; use one of debug, info, warning, error, critical")
+    return level
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("broker", "kafka://127.0.0.1:9092", "Kafka broker URL(s), comma-separated"),
     Option("partitions", 4, "partitions of every topic the worker creates", int),
@@ -81,7 +89,8 @@ OPTIONS: tuple[Option, ...] = (
            "unprocessed records but none was processed for this long (seconds; 0: never)",
            _seconds),
     Option("session_timeout", 10.0, "consumer group session timeout (seconds)", float),
-    Option("log_level", "info", "worker log level (debug, info, warn, error)"),
+    Option("log_level", "info", "worker log level (debug, info, warning, error, critical)",
+           log_level),
     Option("security_protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
     Option("ssl_cafile", "", "CA certificate (PEM) that signed the broker's certificate"),
     Option("ssl_certfile", "", "client certificate (PEM), for brokers that require one"),
@@ -147,6 +156,15 @@ class Settings:
             else:
                 values[option.name] = option.default
         return cls(**values)
+
+    def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of a process run with these settings (a worker started by `dev`, a
+        test or the benchmark): `base` (default this process's) without its SESSION_STREAM_*
+        variables, then every option."""
+        base = os.environ if base is None else base
+        env = {k: v for k, v in base.items() if not k.startswith(ENV_PREFIX)}
+        env.update({option.env: str(getattr(self, option.name)) for option in OPTIONS})
+        return env
 
     def replace(self, **changes: object) -> Settings:
         current = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -5,10 +5,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from stream.brokers import RunningBroker, start_broker
+from stream import pure
+
+# `make test-pure`: the compiled modules' tests run on their Python source. Asked for here,
+# before any test module imports them.
+pure.use_source_if_requested()
+
+if TYPE_CHECKING:
+    from stream.brokers import RunningBroker
 
 # The project's own copy of the real data its tests use (tests/data/README.md says what it is).
 DATA = Path(__file__).resolve().parent / "data"
@@ -20,6 +28,8 @@ CORPUS = DATA / "corpus"
 def broker() -> Iterator[RunningBroker]:
     """One broker for the session: Tansu by default, Apache Kafka with
     SESSION_STREAM_TEST_BROKER=kafka."""
+    from stream.brokers import start_broker
+
     kind = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
     running = start_broker(kind)
     try:

@@ -11,13 +11,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from stream.brokers import RunningBroker, create_topics, free_port
+from stream.brokers import RunningBroker, free_port
 from stream.commands.clean import clean_session
 from stream.consumers import memory_writer as mw
 from stream.engine import Engine
 from stream.engine.entry import parse
+from stream.kafka.admin import create_topics
+from stream.kafka.producer import make_producer, send_records
 from stream.settings import Settings
-from stream.sources.produce import make_producer, send_records
 from stream.sources.session_files import find_session_files, open_lines, session_id_of
 from tests.conftest import FIXTURES
 

@@ -147,6 +147,17 @@ def test_out_file_alerts_and_dead_letters(tmp_path, capsysbinary):
     assert letter["reason"]
 
 
+def test_alert_snippets_are_opt_in_with_the_worker_s_flag_name(tmp_path):
+    path = write(tmp_path / "sess-s.jsonl", session_lines("sess-s"))
+    plain, with_text = tmp_path / "plain.jsonl", tmp_path / "snippets.jsonl"
+    assert main(["clean", str(path), "--out", str(tmp_path / "o1"), "--alerts", str(plain)]) == 0
+    assert main(["clean", str(path), "--out", str(tmp_path / "o2"), "--alerts", str(with_text),
+                 "--alert-snippet-chars", "10"]) == 0
+    (mirror,) = [a for a in read_jsonl(with_text) if a["kind"] == "delivery_mirror_duplicate"]
+    assert mirror["evidence"]["snippet"] == TEXT[:10]
+    assert all("snippet" not in alert["evidence"] for alert in read_jsonl(plain))
+
+
 def test_alert_ids_are_the_same_on_a_second_run(tmp_path):
     path = write(tmp_path / "sess-c.jsonl", session_lines("sess-c"))
     runs = []

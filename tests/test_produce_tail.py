@@ -13,8 +13,9 @@ import orjson
 import pytest
 from aiokafka import ConsumerRecord
 
-from stream.brokers import RunningBroker, create_topics, free_port
+from stream.brokers import RunningBroker, free_port
 from stream.consumers import tail
+from stream.kafka.admin import create_topics
 from stream.settings import Settings
 from stream.sources import produce
 from stream.sources.session_files import find_session_files, open_lines, session_id_of

@@ -7,7 +7,6 @@ from stream.brokers.local import (
     BrokerKind,
     BrokerStartError,
     RunningBroker,
-    create_topics,
     free_port,
     wait_ready,
 )
@@ -20,7 +19,6 @@ __all__ = [
     "BrokerKind",
     "BrokerStartError",
     "RunningBroker",
-    "create_topics",
     "free_port",
     "start_broker",
     "start_kafka",

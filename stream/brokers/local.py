@@ -1,8 +1,11 @@
-"""Shared machinery for the local test brokers: process lifecycle, readiness, topics."""
+"""Local broker processes for `dev`, the tests and the benchmark: start, wait ready, stop.
+
+Nothing in the production path imports this: the worker and the sources only talk to a broker
+through `stream.kafka`.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import ctypes
 import os
@@ -13,24 +16,19 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Literal, Self
 
-from aiokafka import AIOKafkaClient
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+from aiokafka.errors import KafkaError
+
+from stream.kafka.admin import answers_metadata, run_sync
 
 BrokerKind = Literal["tansu", "kafka"]
 HOST = "127.0.0.1"
-# Tansu reports DescribeConfigs as empty for a topic created without configs, which
-# breaks clients that look up retention.ms; an explicit config avoids that.
-DEFAULT_TOPIC_CONFIG: Mapping[str, str] = {"retention.ms": "-1"}
 _PR_SET_PDEATHSIG = 1
-_T = TypeVar("_T")
 
 
 def log_tail(path: Path, lines: int) -> str:
@@ -196,79 +194,12 @@ def wait_ready(
             raise BrokerStartError(f"broker process exited with code {process.returncode}")
         if port_is_open(port, host):
             try:
-                if run_sync(lambda: _answers_metadata(bootstrap)):
+                if run_sync(lambda: answers_metadata(bootstrap)):
                     return
             except KafkaError as exc:
                 last_error = exc
         time.sleep(0.2)
     raise BrokerStartError(f"broker at {bootstrap} not ready after {timeout:.0f}s: {last_error}")
-
-
-def create_topics(
-    bootstrap: str,
-    names: Mapping[str, int] | Iterable[str],
-    *,
-    partitions: int = 1,
-    config: Mapping[str, str] | None = None,
-    replication_factor: int = 1,
-    client_options: Mapping[str, Any] | None = None,
-) -> None:
-    """Create topics, ignoring those that already exist.
-
-    `client_options` are aiokafka client arguments (TLS, SASL); by default plain `bootstrap`.
-
-    `names` maps topic to partition count, or lists topics that all get `partitions`.
-    An empty or missing `config` becomes DEFAULT_TOPIC_CONFIG (see there why).
-    """
-    counts = dict(names) if isinstance(names, Mapping) else dict.fromkeys(names, partitions)
-    topic_config = dict(config or DEFAULT_TOPIC_CONFIG)
-    new_topics = [
-        NewTopic(name, count, replication_factor, topic_configs=topic_config)
-        for name, count in counts.items()
-    ]
-    if new_topics:
-        run_sync(lambda: _create_topics(bootstrap, new_topics, client_options))
-
-
-def run_sync(make_coro: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
-    """Run a coroutine to completion from sync code, even inside a running event loop.
-
-    Inside a loop (e.g. an async test calling a start-up helper) asyncio.run is not
-    allowed, so the coroutine gets its own loop in a worker thread; the calling loop
-    is blocked meanwhile, which start-up helpers can afford.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make_coro())
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: asyncio.run(make_coro())).result()
-
-
-async def _answers_metadata(bootstrap: str) -> bool:
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
-    try:
-        await client.bootstrap()
-        return bool(client.cluster.brokers())
-    finally:
-        await client.close()
-
-
-async def _create_topics(
-    bootstrap: str, new_topics: list[NewTopic], options: Mapping[str, Any] | None
-) -> None:
-    admin = AIOKafkaAdminClient(
-        **(options or {"bootstrap_servers": bootstrap}), request_timeout_ms=30000
-    )
-    await admin.start()
-    try:
-        response = await admin.create_topics(new_topics)
-    finally:
-        await admin.close()
-    # Errors come back per topic rather than raised (Tansu and Kafka alike).
-    for topic, code, *_ in response.topic_errors:
-        if code and code != TopicAlreadyExistsError.errno:
-            raise for_code(code)(f"creating topic {topic!r}")
 
 
 def _split_bootstrap(bootstrap: str) -> tuple[str, int]:

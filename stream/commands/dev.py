@@ -22,13 +22,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream.brokers import RunningBroker, free_port, start_broker
 from stream.consumers import memory_writer
 from stream.consumers.tail import format_record
-from stream.kafka.configuration import client_options
-from stream.settings import ENV_PREFIX, OPTIONS, Settings, add_options
+from stream.kafka.consumer import make_consumer, topic_partitions
+from stream.settings import ENV_PREFIX, Settings, add_options
 from stream.sources.produce import produce_files
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sessions"
@@ -74,8 +73,7 @@ def _start_worker(settings: Settings) -> subprocess.Popen:
     log_dir = Path(settings.data_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "worker.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-    env.update({o.env: str(getattr(settings, o.name)) for o in OPTIONS})
+    env = settings.environment()
     print(f"starting a worker on {settings.broker} (log: {log_path}, stats: "
           f"http://{settings.web_host}:{settings.web_port}/stats)", file=sys.stderr)
     with log_path.open("ab") as log:
@@ -126,12 +124,14 @@ async def _watch(settings: Settings, until_idle: float | None,
     """Print what comes out; the first time nothing new came for a few seconds, `when_quiet`."""
     roles = {settings.clean_topic: "clean", settings.alerts_topic: "alerts",
              settings.dlq_topic: "dlq"}
-    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
+    consumer = make_consumer(settings)
     await consumer.start()
     counts: Counter[str] = Counter()
     alerts: Counter[str] = Counter()
     try:
-        await _assign_when_created(consumer, list(roles))
+        # The worker creates the output topics as it starts.
+        consumer.assign(await topic_partitions(consumer, list(roles), wait=True))
+        await consumer.seek_to_beginning()
         # Idleness counts from the first output: the worker may still be joining its group.
         last_news: float | None = None
         quiet_done = False
@@ -153,18 +153,6 @@ async def _watch(settings: Settings, until_idle: float | None,
                 print(_summary(counts, alerts), file=sys.stderr)
     finally:
         await consumer.stop()
-
-
-async def _assign_when_created(consumer: AIOKafkaConsumer, topics: list[str]) -> None:
-    """The worker creates the output topics as it starts; wait for them."""
-    while True:
-        await consumer._client.force_metadata_update()
-        found = {topic: consumer.partitions_for_topic(topic) for topic in topics}
-        if all(found.values()):
-            consumer.assign([TopicPartition(t, p) for t, ps in found.items() for p in ps])
-            await consumer.seek_to_beginning()
-            return
-        await asyncio.sleep(0.5)
 
 
 def _kind(value: bytes | None) -> str:

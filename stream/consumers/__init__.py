@@ -1,0 +1,1 @@
+"""Consumers of the worker's output topics: the reference memory writer and `tail`."""

@@ -51,7 +51,7 @@ from aiokafka.errors import CommitFailedError, KafkaError
 
 from stream.engine.entry import Entry, MalformedEntry, parse
 from stream.engine.text import digest64, normalize
-from stream.kafka.configuration import client_options
+from stream.kafka.consumer import TopicMissing, caught_up, make_consumer, topic_partitions
 from stream.settings import Settings, add_options
 
 INDEX_DIR = ".index"
@@ -60,7 +60,6 @@ INDENT = "  "
 CACHED_SESSIONS = 1000  # sessions whose ids and texts stay in memory between batches
 POLL_MS = 500
 IDLE_TIMEOUT = 5.0  # --once: stop after this long without a record, should the end never show
-REQUEST_TIMEOUT_MS = 15_000
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -284,10 +283,6 @@ class _ForgetOnRevoke(ConsumerRebalanceListener):
         pass
 
 
-class TopicMissing(LookupError):
-    """The topic to read does not exist."""
-
-
 async def consume(
     settings: Settings,
     topic: str,
@@ -302,19 +297,12 @@ async def consume(
     Without `follow`, returns once every assigned partition is read to its end. A group that
     has no committed offsets starts at the oldest record.
     """
-    consumer = AIOKafkaConsumer(
-        **client_options(settings),
-        group_id=group,
-        enable_auto_commit=False,  # commit ourselves, after the files are durable
-        auto_offset_reset="earliest",
-        session_timeout_ms=int(settings.session_timeout * 1000),
-        heartbeat_interval_ms=int(min(1.0, settings.session_timeout / 5) * 1000),
-        request_timeout_ms=REQUEST_TIMEOUT_MS,
-    )
+    # Offsets are committed here, after the files are durable.
+    consumer = make_consumer(settings, group, auto_offset_reset="earliest")
     stats = RunStats()
     try:
         await consumer.start()
-        await _wait_for_topic(consumer, topic, follow)
+        await topic_partitions(consumer, [topic], wait=follow)
         consumer.subscribe([topic], listener=_ForgetOnRevoke(writer))
         loop = asyncio.get_running_loop()
         idle_since: float | None = None
@@ -338,19 +326,11 @@ async def consume(
                 idle_since = None  # still joining the group, which can take seconds
             elif idle_since is None:
                 idle_since = loop.time()
-            elif await _at_end(consumer) or loop.time() - idle_since >= idle_timeout:
+            elif (await caught_up(consumer, consumer.assignment())
+                  or loop.time() - idle_since >= idle_timeout):
                 return stats
     finally:
         await consumer.stop()
-
-
-async def _wait_for_topic(consumer: AIOKafkaConsumer, topic: str, follow: bool) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 3.0  # Apache Kafka lists a new topic once its leaders are elected
-    while topic not in await consumer.topics():
-        if not follow and loop.time() >= deadline:
-            raise TopicMissing(f"topic {topic!r} does not exist")
-        await asyncio.sleep(0.5)
 
 
 async def _commit(consumer: AIOKafkaConsumer, offsets: dict[TopicPartition, int]) -> None:
@@ -358,15 +338,6 @@ async def _commit(consumer: AIOKafkaConsumer, offsets: dict[TopicPartition, int]
     # records again, which the index makes harmless.
     with contextlib.suppress(CommitFailedError):
         await consumer.commit(offsets)
-
-
-async def _at_end(consumer: AIOKafkaConsumer) -> bool:
-    """Every assigned partition is read up to the high watermark of its latest fetch."""
-    for partition in consumer.assignment():
-        highwater = consumer.highwater(partition)
-        if highwater is None or await consumer.position(partition) < highwater:
-            return False
-    return True
 
 
 # --- the demo's proof: duplicate lines, raw vs clean --------------------------------------------

@@ -21,18 +21,18 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
-from stream.kafka.configuration import client_options
+from stream.kafka.consumer import (
+    METADATA_GRACE,
+    TopicMissing,
+    caught_up,
+    make_consumer,
+    topic_partitions,
+)
 from stream.settings import Settings, add_options, positive_int
 
 ROLES = ("alerts", "clean", "dlq", "input")
 IDLE_TIMEOUT = 1.5
 POLL_MS = 200
-REQUEST_TIMEOUT_MS = 15_000
-METADATA_GRACE = 3.0
-
-
-class TopicMissing(LookupError):
-    """The topic to read does not exist (yet)."""
 
 
 def topic_of(settings: Settings, role: str) -> str:
@@ -53,20 +53,14 @@ async def read_topic(
 ) -> AsyncIterator[ConsumerRecord]:
     """Records of every partition of `topic`; without `follow`, ends once all were read.
 
-    The end is where every partition's position reaches the high watermark of its latest fetch
-    response, or, should that never happen, after `idle_timeout` seconds without a record.
-    ListOffsets is not used for it: Tansu answers it with the newest batch's base offset + 1.
+    The end is where every partition is caught up, or, should that never happen, after
+    `idle_timeout` seconds without a record.
     Close the iterator (`contextlib.aclosing`) when leaving it early, which stops the consumer.
     """
-    consumer = AIOKafkaConsumer(
-        **client_options(settings),
-        group_id=None,
-        enable_auto_commit=False,
-        request_timeout_ms=REQUEST_TIMEOUT_MS,
-    )
+    consumer = make_consumer(settings)
     try:
         await consumer.start()
-        partitions = await _partitions(consumer, topic, follow)
+        partitions = await topic_partitions(consumer, [topic], wait=follow)
         consumer.assign(partitions)
         if from_beginning:
             await consumer.seek_to_beginning(*partitions)
@@ -82,28 +76,11 @@ async def read_topic(
             if batches:
                 last_record = loop.time()
             if not follow and (
-                loop.time() - last_record >= idle_timeout or await _caught_up(consumer, partitions)
+                loop.time() - last_record >= idle_timeout or await caught_up(consumer, partitions)
             ):
                 return
     finally:
         await consumer.stop()
-
-
-async def _partitions(consumer: AIOKafkaConsumer, topic: str, follow: bool) -> list[TopicPartition]:
-    """Every partition of `topic`; when following, waits for the topic to be created."""
-    loop = asyncio.get_running_loop()
-    # Apache Kafka lists a topic only once its leaders are elected, a moment after creation.
-    deadline = loop.time() + METADATA_GRACE
-    while True:
-        # The public topics() fetches metadata without storing it where partitions_for_topic
-        # looks; with no topic assigned yet, this refresh covers every topic.
-        await consumer._client.force_metadata_update()
-        numbers = consumer.partitions_for_topic(topic)
-        if numbers:
-            return [TopicPartition(topic, number) for number in sorted(numbers)]
-        if not follow and loop.time() >= deadline:
-            raise TopicMissing(f"topic {topic!r} does not exist")
-        await asyncio.sleep(0.5)
 
 
 async def _seek_to_end(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
@@ -123,14 +100,6 @@ async def _seek_to_end(consumer: AIOKafkaConsumer, partitions: list[TopicPartiti
         await consumer.getmany(*partitions, timeout_ms=POLL_MS)
     for partition in partitions:
         consumer.seek(partition, max(hints[partition], consumer.highwater(partition) or 0))
-
-
-async def _caught_up(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> bool:
-    for partition in partitions:
-        highwater = consumer.highwater(partition)
-        if highwater is None or await consumer.position(partition) < highwater:
-            return False
-    return True
 
 
 def format_record(role: str, record: ConsumerRecord) -> str:

@@ -1,4 +1,5 @@
-"""Broker TLS and SASL, configured once in Settings and handed to every Kafka client."""
+"""What every Kafka client and topic of the project is configured with: the broker's address,
+TLS and SASL from Settings, and the record size limit."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ from aiokafka.helpers import create_ssl_context
 from stream.settings import Settings
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+# Transcript lines with images or long tool results reach megabytes; Kafka's default 1 MB
+# limit would turn them into poison pills. Every topic of the project is created with this.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+# retention.ms explicitly: Tansu reports DescribeConfigs as empty for a topic created without
+# configs, which breaks clients that look up retention.ms.
+TOPIC_CONFIG = {"retention.ms": "-1", "max.message.bytes": str(MAX_RECORD_BYTES)}
+COMPACTED_TOPIC_CONFIG = {**TOPIC_CONFIG, "cleanup.policy": "compact"}
 
 
 class SecurityError(ValueError):

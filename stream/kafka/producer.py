@@ -1,25 +1,35 @@
-"""Sends a batch's records as one producer batch per topic partition, until all are in.
+"""The producer every component sends with, and the two ways it sends.
 
-Per-record sends cost a future, a callback and Faust's buffering for every record; the
-worker sends thousands per batch (outputs and changelog values), so it fills aiokafka
-batches itself and awaits one future per partition. Order within a partition is kept.
+Sources send records one by one in order, a bounded window of them unacknowledged at a time
+(`send_records`). The worker sends thousands per batch (outputs and changelog values): per-record
+sends cost a future, a callback and buffering for every record, so `deliver_until_done` fills
+aiokafka batches itself, one per topic partition, awaits one future per batch, and retries
+until the broker has every record. Order within a partition is kept either way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
+
+from stream.kafka.configuration import MAX_RECORD_BYTES, client_options
+from stream.settings import Settings
 
 log = logging.getLogger(__name__)
 
 # errors a resend cannot cure: the broker refuses the record at any time
 NEVER_FITS = (MessageSizeTooLargeError, RecordTooLargeError)
 MAX_BACKOFF_S = 30.0
+# Sends awaited together: bounds the futures (and so the unsent records) held at once
+# while still letting the producer fill whole batches between waits.
+SEND_WINDOW = 1000
+# Bounds start-up against a dead or unreachable broker, and every produce request.
+REQUEST_TIMEOUT_MS = 15_000
 
 
 class Record(Protocol):
@@ -36,6 +46,52 @@ class Record(Protocol):
 
 
 R = TypeVar("R", bound=Record)
+
+
+def make_producer(settings: Settings) -> AIOKafkaProducer:
+    """The producer of every component; call it inside the event loop.
+
+    The default partitioner hashes keys with murmur2 like the Java and librdkafka clients, so
+    a session lands on the same partition whichever client published it. aiokafka keeps one
+    request in flight per broker, so retries cannot reorder a session's records.
+    Idempotence stays off: Tansu rejects aiokafka's InitProducerId.
+    """
+    return AIOKafkaProducer(
+        **client_options(settings),
+        acks="all",
+        enable_idempotence=False,
+        linger_ms=10,
+        max_batch_size=1024 * 1024,
+        # what the project's topics accept
+        max_request_size=MAX_RECORD_BYTES,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+
+
+async def send_records(
+    producer: AIOKafkaProducer,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes]],
+    window: int = SEND_WINDOW,
+) -> int:
+    """Send (key, value) records in order and wait until all are acknowledged; returns the count.
+
+    Raises the first delivery error (a KafkaError).
+    """
+    pending: list[asyncio.Future] = []
+    sent = 0
+    for key, value in records:
+        pending.append(await producer.send(topic, value=value, key=key))
+        if len(pending) >= window:
+            sent += await _acknowledged(pending)
+    return sent + await _acknowledged(pending)
+
+
+async def _acknowledged(pending: list[asyncio.Future]) -> int:
+    await asyncio.gather(*pending)
+    count = len(pending)
+    pending.clear()
+    return count
 
 
 async def deliver_until_done(
@@ -97,8 +153,8 @@ async def _one_by_one(producer: AIOKafkaProducer,
 def _batches(producer: AIOKafkaProducer, records: list[R]):
     """Producer batches holding the records in order; a batch takes at least one record,
     however large, and the broker judges it. A batch that is not full is closed too: the
-    producer holds an open batch for `linger_ms` in case more records come, and none will
-    (twice per delivery, outputs and changelog, that was a fifth of a worker's time)."""
+    producer holds an open batch for `linger_ms` in case more records come, and none will:
+    the delivery would wait that long twice, for its outputs and for its changelog."""
     batch, chunk = producer.create_batch(), []
     for record in records:
         if batch.append(key=record.key, value=record.value, timestamp=None,

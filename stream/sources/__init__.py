@@ -1,2 +1,2 @@
-"""Live sources of the input topic: OpenClaw's session files (`follow`) and its agent
-databases (`follow-sqlite`), both publishing through `stream.sources.produce`'s producer."""
+"""What feeds the input topic: OpenClaw's session files (`produce`, `follow`) and its agent
+databases (`follow-sqlite`), all publishing through `stream.kafka.producer`."""

@@ -11,17 +11,15 @@ import argparse
 import asyncio
 import sys
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from stream.brokers import create_topics
-from stream.kafka.configuration import client_options
-from stream.settings import MAX_RECORD_BYTES, TOPIC_CONFIG, Settings, add_options
+from stream.kafka.admin import ensure_input_topic
+from stream.kafka.producer import make_producer, send_records
+from stream.settings import Settings, add_options
 from stream.sources.session_files import (
     READ_ERRORS,
     find_session_files,
@@ -29,12 +27,6 @@ from stream.sources.session_files import (
     read_error_reason,
     session_id_of,
 )
-
-# Sends awaited together: bounds the futures (and so the unsent records) held at once
-# while still letting the producer fill whole batches between waits.
-SEND_WINDOW = 1000
-# Bounds start-up against a dead or unreachable broker, and every produce request.
-REQUEST_TIMEOUT_MS = 15_000
 
 
 @dataclass
@@ -52,64 +44,6 @@ class ProduceReport:
         if self.unreadable:
             text += f"; {len(self.unreadable)} unreadable"
         return text
-
-
-def ensure_input_topic(settings: Settings) -> None:
-    """Published before any worker ran, the topic would be auto-created with the broker's
-    default partition count, which the worker's co-partitioned topics may not match."""
-    create_topics(
-        settings.bootstrap,
-        {settings.input_topic: settings.partitions},
-        config=TOPIC_CONFIG,
-        replication_factor=settings.replication,
-        client_options=client_options(settings),
-    )
-
-
-def make_producer(settings: Settings) -> AIOKafkaProducer:
-    """The producer every source of session events uses; call it inside the event loop.
-
-    The default partitioner hashes keys with murmur2 like the Java and librdkafka clients, so
-    a session lands on the same partition whichever client published it. aiokafka keeps one
-    request in flight per broker, so retries cannot reorder a session's records.
-    Idempotence stays off: Tansu rejects aiokafka's InitProducerId.
-    """
-    return AIOKafkaProducer(
-        **client_options(settings),
-        acks="all",
-        enable_idempotence=False,
-        linger_ms=10,
-        max_batch_size=1024 * 1024,
-        # what the worker's topics accept (see MAX_RECORD_BYTES)
-        max_request_size=MAX_RECORD_BYTES,
-        request_timeout_ms=REQUEST_TIMEOUT_MS,
-    )
-
-
-async def send_records(
-    producer: AIOKafkaProducer,
-    topic: str,
-    records: Iterable[tuple[bytes | None, bytes]],
-    window: int = SEND_WINDOW,
-) -> int:
-    """Send (key, value) records in order and wait until all are acknowledged; returns the count.
-
-    Raises the first delivery error (a KafkaError).
-    """
-    pending: list[asyncio.Future] = []
-    sent = 0
-    for key, value in records:
-        pending.append(await producer.send(topic, value=value, key=key))
-        if len(pending) >= window:
-            sent += await _acknowledged(pending)
-    return sent + await _acknowledged(pending)
-
-
-async def _acknowledged(pending: list[asyncio.Future]) -> int:
-    await asyncio.gather(*pending)
-    count = len(pending)
-    pending.clear()
-    return count
 
 
 def read_session(path: Path) -> tuple[str, list[bytes]]:

@@ -22,9 +22,10 @@ from typing import Generic, Protocol, TextIO, TypeVar
 
 from aiokafka.errors import KafkaError
 
+from stream.kafka.admin import ensure_input_topic
+from stream.kafka.producer import make_producer, send_records
 from stream.settings import Settings, add_options
 from stream.sources.checkpoint import CheckpointError
-from stream.sources.produce import ensure_input_topic, make_producer, send_records
 
 Record = tuple[bytes, bytes]
 Send = Callable[[list[Record]], Awaitable[object]]

@@ -6,22 +6,21 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import faust
 from faust.types import Message
 
 from stream.engine import Engine, Limits
-from stream.kafka.configuration import client_options, faust_credentials
-from stream.kafka.producer import deliver_until_done
-from stream.settings import MAX_RECORD_BYTES, Settings
-from stream.sources.produce import make_producer
-from stream.worker import group_leave, highwaters
+from stream.kafka import internals
+from stream.kafka.configuration import MAX_RECORD_BYTES, faust_credentials
+from stream.kafka.producer import make_producer
+from stream.settings import Settings
+from stream.worker.checkpoint import Checkpoint
 from stream.worker.lane import LaneApp, LaneConsumer
 from stream.worker.metrics import Readings, WorkerMetrics
-from stream.worker.processor import BatchProcessor, OutRecord, too_large_notice
-from stream.worker.tables import ChangelogRecord, TableStore
+from stream.worker.processor import BatchProcessor
+from stream.worker.tables import TableStore
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +47,6 @@ def changelog_topics(settings: Settings) -> list[str]:
 
 
 def create_app(settings: Settings) -> Worker:
-    highwaters.install(client_options(settings))
-    group_leave.install()
     app = LaneApp(
         settings.app_id,
         make_producer=lambda: make_producer(settings),
@@ -114,50 +111,34 @@ def create_app(settings: Settings) -> Worker:
 
 def _batch_handler(worker: Worker):
     """The lane's handler. A batch is processed and its state written to the tables at once;
-    its delivery (outputs, then changelog records, then acks) runs while the next batch is
-    fetched and processed. Deliveries run one after another, so every changelog record lands
-    after the outputs of its batch and after the records of earlier batches, and the acks
-    (hence commits) after both: a crash at any point replays against a state that reproduces
-    the same outputs. A rebalance or stop waits for the batch in delivery (its records stay
-    unacked until then) before partitions move."""
+    its checkpoint (stream.worker.checkpoint) commits it while the next batch is fetched and
+    processed, after the checkpoint of the batch before."""
     settings = worker.settings
     last_sweep = time.monotonic()
-    delivering: asyncio.Task | None = None
+    committing: asyncio.Future | None = None
 
     async def clean(messages: list[Message]) -> None:
         # Runs inside Faust's fetcher: nothing may escape it. The engine dead-letters what it
         # cannot process, and delivery is retried until the broker has every record.
-        nonlocal last_sweep, delivering
+        nonlocal last_sweep, committing
         started = time.monotonic()
-        outputs = worker.processor.process(messages)
-        owned = _owned(worker.app, settings.input_topic)
-        worker.processor.flush(time.time(), owned)
-        if time.monotonic() - last_sweep >= settings.ttl_sweep_interval:
-            last_sweep = time.monotonic()
-            expired = worker.processor.expire(time.time(), owned)
-            if expired:
-                log.info("forgot %d sessions idle longer than %ss", expired,
-                         settings.session_ttl)
-        previous = delivering
-        delivering = asyncio.ensure_future(_deliver_batch(
-            worker, previous, outputs=outputs, changelog=worker.store.take_changelog(),
-            messages=messages, started=started))
+        sweep = started - last_sweep >= settings.ttl_sweep_interval
+        if sweep:
+            last_sweep = started
+        batch = worker.processor.process(messages, time.time(),
+                                         _owned(worker.app, settings.input_topic), sweep)
+        if batch.forgotten:
+            log.info("forgot %d sessions idle longer than %ss", batch.forgotten,
+                     settings.session_ttl)
+        previous = committing
+        checkpoint = Checkpoint(batch, messages, started=started, previous=previous)
+        committing = asyncio.ensure_future(checkpoint.commit(
+            worker.app.batch_producer, _consumer(worker.app), settings.dlq_topic,
+            worker.metrics))
         if previous is not None:
             await previous
 
     return clean
-
-
-async def _deliver_batch(worker: Worker, previous: asyncio.Task | None, *,
-                         outputs: list[OutRecord], changelog: list[ChangelogRecord],
-                         messages: list[Message], started: float) -> None:
-    if previous is not None:
-        await previous
-    producer = worker.app.batch_producer
-    await deliver_until_done(producer, outputs, _too_large_notice(worker.settings.dlq_topic))
-    await deliver_until_done(producer, changelog, _unsaved)
-    _consumer(worker.app).ack_all(messages)
-    _observe(worker.metrics, messages, started)
 
 
 def _consumer(app: faust.App) -> LaneConsumer:
@@ -166,31 +147,6 @@ def _consumer(app: faust.App) -> LaneConsumer:
 
 def _owned(app: faust.App, topic: str) -> set[int]:
     return {tp.partition for tp in app.consumer.assignment() if tp.topic == topic}
-
-
-def _observe(metrics: WorkerMetrics, messages: list[Message], started: float) -> None:
-    metrics.batch_seconds.observe(time.monotonic() - started)
-    now = time.time()
-    metrics.record_latency.observe_many(
-        max(0.0, now - message.timestamp) for message in messages if message.timestamp)
-
-
-def _too_large_notice(dlq_topic: str) -> Callable[[OutRecord, Exception], OutRecord]:
-    def notice(out: OutRecord, error: Exception) -> OutRecord:
-        log.error("an output of %d bytes for %s is larger than the broker accepts (%s); "
-                  "sending a dead-letter notice instead", len(out.value), out.topic,
-                  type(error).__name__)
-        return too_large_notice(out, dlq_topic)
-
-    return notice
-
-
-def _unsaved(record: ChangelogRecord, error: Exception) -> None:
-    # Only a hostile entry id of megabytes makes a state value too large for the broker. The
-    # table keeps the value; a restart recovers the session without it.
-    log.error("the broker refuses a %d-byte changelog value for %s (%s); the session's "
-              "state is kept in memory only", len(record.value or b""), record.topic,
-              type(error).__name__)
 
 
 def _lag(app: faust.App, topic: str, positions: dict[int, int]) -> dict[int, int | None]:
@@ -203,7 +159,7 @@ def _lag(app: faust.App, topic: str, positions: dict[int, int]) -> dict[int, int
         if tp.topic != topic:
             continue
         highwater = consumer.highwater(tp)
-        committed = consumer._committed_offset.get(tp) or 0  # Faust keeps no public view
+        committed = internals.committed_offset(consumer, tp) or 0
         position = max(positions.get(tp.partition, 0), committed)
         lag[tp.partition] = None if highwater is None else max(0, highwater - position)
     return lag

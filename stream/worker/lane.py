@@ -1,14 +1,14 @@
 """A batch lane through Faust's consumer: one topic's records reach a handler per fetch.
 
 Faust hands every record to its agents one at a time, and per record it starts four tasks
-(`Service.wait_first`), builds an event, queues it and acks it through the stream: about
-half of a worker's CPU went there. The lane takes the lane topic's records out of each fetch
-as one batch and awaits the handler with them inside the fetcher. Everything else stays
-Faust's: the consumer group and its assignment (the topic is subscribed like any agent's and
-co-partitioned with the tables), table recovery, and commits, which follow the acks the
-handler gives once a batch is delivered (possibly after it returned). Records are tracked as
-in flight until acked, so a rebalance or a stop waits for them (`stream_wait_empty`) before
-partitions move or the final commit.
+(`Service.wait_first`), builds an event, queues it and acks it through the stream, which
+costs more than the cleaning itself (README.md, Performance). The lane takes the lane topic's
+records out of each fetch as one batch and awaits the handler with them inside the fetcher.
+Everything else stays Faust's: the consumer group and its assignment (the topic is subscribed
+like any agent's and co-partitioned with the tables), table recovery, and commits, which
+follow the acks the handler gives once a batch is delivered (possibly after it returned).
+Records are tracked as in flight until acked, so a rebalance or a stop waits for them
+(`stream_wait_empty`) before partitions move or the final commit.
 
 Changelog records of the tables named with `restore_in_batches` are applied a fetch at a
 time too (`LaneConsumer._restore`); Faust's recovery still decides what to read and when
@@ -26,6 +26,8 @@ import faust
 from aiokafka import AIOKafkaProducer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
+
+from stream.kafka import internals
 
 LaneHandler = Callable[[list[Message]], Awaitable[None]]
 
@@ -90,7 +92,8 @@ class LaneConsumer(faust_aiokafka.Consumer):
         lanes: dict[str, LaneHandler] = self.app.lanes  # type: ignore[attr-defined]
         batches: dict[str, list[Message]] = {}
         # Faust's own rule for records after a seek: older than the read offset is old news.
-        read_offset = self._read_offset
+        read_offset = internals.read_offsets(self)
+        unacked = internals.unacked_messages(self)
         restoring: dict[TP, list[Message]] = {}
         restored_tables = self.app.restored_tables  # type: ignore[attr-defined]
         async for tp, message in super().getmany(timeout):
@@ -103,8 +106,13 @@ class LaneConsumer(faust_aiokafka.Consumer):
             last = read_offset[tp]
             if last is not None and message.offset < last:
                 continue
+            if last is not None and message.offset > last + 1:
+                # Offsets never delivered (transaction markers, compacted records): without
+                # them marked as gaps, as Faust's own fetch loop does, Faust's commits advance
+                # one run of consecutive offsets per commit and fall ever further behind.
+                await internals.add_gap(self, tp, last + 1, message.offset - 1)
             read_offset[tp] = message.offset
-            self._unacked_messages.add(message)
+            unacked.add(message)
             batches.setdefault(tp.topic, []).append(message)
         for tp, messages in restoring.items():
             for message in self._restore(tp, messages):
@@ -126,7 +134,7 @@ class LaneConsumer(faust_aiokafka.Consumer):
         progress (and its end) as if it had applied them all itself.
 
         Faust applies changelog records one event at a time (two tasks, a queue and its
-        bookkeeping each), which made a restart with 100k sessions take 18 s on Kafka.
+        bookkeeping each), which made a restart with many sessions slow.
         Records apply in offset order: a fetch is applied here only once Faust has taken
         the record passed on before it (its offset for the partition has reached it), and
         after Faust's own buffers were applied.
@@ -173,7 +181,7 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         # broker no fetch while one is in flight: one partition at its end (an idle session,
         # a small partition) then held every other partition on that broker for 1.5 s per
         # round. Brokers still answer at once when data is there.
-        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
+        internals.set_fetch_max_wait(consumer, FETCH_MAX_WAIT_MS)
         return consumer
 
 

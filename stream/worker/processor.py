@@ -1,10 +1,11 @@
-"""The worker's core without Kafka: a batch of input records in, output records out.
+"""The worker's core without Kafka: a batch of input records in, what must leave out.
 
-State is read through a `StateStore` and written back once per session per batch (`flush`).
-The store makes a write durable only when the caller sends its changelog records, which the
-worker does after the batch's outputs were delivered: a crash before that replays the batch
-against the old state, which reproduces the same outputs; a crash after it replays against
-the new state, which the engine recognises by source offset.
+`process` runs the engine over a batch, then writes the state of every session it touched
+back to the table store in one transaction, and returns both the batch's output records and
+that transaction's changelog records. Sending them, in that order, and only then
+acknowledging the inputs is `stream.worker.checkpoint`'s: a crash before the changelog lands
+replays the batch against the old state, which reproduces the same outputs; a crash after it
+replays against the new state, which the engine recognises by source offset.
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import orjson
-
-from stream.engine import DeadLetter, Engine, KafkaSource, Session, SessionState, Verdict
+from stream.engine import Engine, KafkaSource, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
 from stream.engine.tally import Tally
 from stream.settings import Settings
-from stream.worker import codec
+from stream.worker.tables import ChangelogRecord, StoredSession, TableStore, TableTransaction
 
 log = logging.getLogger(__name__)
 
@@ -73,43 +72,12 @@ class OutRecord:
         self.headers = headers
 
 
-@dataclass(slots=True)
-class StoredSession:
-    state: SessionState
-    touched: float
-    partition: int
-
-    def to_bytes(self) -> bytes:
-        return codec.pack([int(self.touched), self.partition, self.state.to_list()])
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> StoredSession:
-        touched, partition, state = codec.unpack(data)
-        return cls(SessionState.from_list(state), touched, partition)
-
-
-class StateStore(Protocol):
-    """Per-session state and memory, keyed by session; a Faust table pair in the worker."""
-
-    def load(self, session_id: str) -> StoredSession | None: ...
-
-    def recall(self, session_id: str, key: str) -> list | None: ...
-
-    def save(
-        self, session_id: str, stored: StoredSession, memory: dict[str, list]
-    ) -> None: ...
-
-    def sessions(self) -> Iterator[tuple[str, StoredSession]]: ...
-
-    def forget(self, sessions: dict[str, int]) -> int: ...
-
-
 class BatchMemory:
     """A session's memory during one batch: reads through to the store, buffers writes."""
 
     __slots__ = ("_session_id", "_store", "writes")
 
-    def __init__(self, store: StateStore, session_id: str) -> None:
+    def __init__(self, store: TableStore, session_id: str) -> None:
         self._store = store
         self._session_id = session_id
         self.writes: dict[str, list] = {}
@@ -129,10 +97,20 @@ class _Open:
     partition: int
 
 
+@dataclass(slots=True)
+class ProcessedBatch:
+    """What a batch leaves behind, to be sent in this order: its outputs, then the changelog
+    of the state they came from."""
+
+    outputs: list[OutRecord]
+    changelog: list[ChangelogRecord]
+    forgotten: int = 0  # idle sessions forgotten by this batch's sweep
+
+
 @dataclass
 class BatchProcessor:
     engine: Engine
-    store: StateStore
+    store: TableStore
     settings: Settings
     tally: Tally = field(default_factory=Tally)
     outputs_by_topic: Counter[str] = field(default_factory=Counter)
@@ -140,7 +118,17 @@ class BatchProcessor:
     positions: dict[int, int] = field(default_factory=dict)
     _open: dict[str, _Open] = field(default_factory=dict)
 
-    def process(self, records: Iterable[Incoming]) -> list[OutRecord]:
+    def process(self, records: Iterable[Incoming], now: float, owned: set[int] | None = None,
+                sweep: bool = False) -> ProcessedBatch:
+        """Run the engine over `records` and write back the state of every session they
+        touched; with `sweep`, also forget the sessions idle longer than the TTL.
+
+        Sessions of partitions this worker no longer `owned` (a rebalance took them while
+        the batch was fetched) are not written: their new owner processes those records
+        again from the committed offset, and a late write from here could land after its
+        own in the changelog and take a session's state back in time. Only the owner of a
+        partition forgets its sessions: a standby copy may be older than the owner's.
+        """
         outputs: list[OutRecord] = []
         for record in records:
             source = KafkaSource(record.topic, record.partition, record.offset)
@@ -156,33 +144,24 @@ class BatchProcessor:
             outputs += self._outputs(source, record.key, verdict)
             self.positions[record.partition] = record.offset + 1
         self.outputs_by_topic.update(out.topic for out in outputs)
-        return outputs
-
-    def flush(self, now: float, owned: set[int] | None = None) -> None:
-        """Write back every session the batch touched.
-
-        Sessions of partitions this worker no longer `owned` (a rebalance took them while
-        the batch was fetched) are not written: their new owner processes those records
-        again from the committed offset, and a late write from here could land after its
-        own in the changelog and take a session's state back in time.
-        """
+        transaction = self.store.transaction()
         for session_id, opened in self._open.items():
-            if owned is not None and opened.partition not in owned:
-                continue
-            stored = StoredSession(opened.session.state, now, opened.partition)
-            self.store.save(session_id, stored, opened.memory.writes)
+            if owned is None or opened.partition in owned:
+                stored = StoredSession(opened.session.state, now, opened.partition)
+                transaction.save(session_id, stored, opened.memory.writes)
         self._open.clear()
+        forgotten = self._forget_idle(transaction, now, owned) if sweep else 0
+        return ProcessedBatch(outputs, transaction.prepare(), forgotten)
 
-    def expire(self, now: float, owned: set[int] | None = None) -> int:
-        """Forget sessions idle longer than the TTL; returns how many. Only the owner of a
-        partition forgets its sessions: a standby copy may be older than the owner's."""
+    def _forget_idle(self, transaction: TableTransaction, now: float,
+                     owned: set[int] | None) -> int:
         cutoff = now - self.settings.session_ttl
         idle = {
             sid: s.partition
             for sid, s in self.store.sessions()
             if s.touched < cutoff and (owned is None or s.partition in owned)
         }
-        return self.store.forget(idle) if idle else 0
+        return transaction.forget(idle) if idle else 0
 
     def _session(self, session_id: str, partition: int) -> _Open:
         opened = self._open.get(session_id)
@@ -214,27 +193,13 @@ class BatchProcessor:
             yield OutRecord(settings.alerts_topic, partition, key, alert.to_bytes(), source)
         letter = verdict.dead_letter
         if letter is not None:
-            headers = [("reason", letter.reason.encode()), ("source", _source_header(source))]
+            headers = [("reason", letter.reason.encode()), ("source", source_header(source))]
             yield OutRecord(
                 settings.dlq_topic, partition, key, letter.to_bytes(), source, headers=headers
             )
 
 
-def too_large_notice(out: OutRecord, dlq_topic: str) -> OutRecord:
-    """A dead letter standing in for an output the broker refuses as too large: where it
-    came from and how large it was, without the bytes."""
-    reason = f"{len(out.value)}-byte output for {out.topic} is larger than the broker accepts"
-    letter = DeadLetter(_key_text(out.key), out.source, reason, b"")
-    body = {**letter.as_json(), "raw_encoding": "omitted"}
-    return OutRecord(dlq_topic, out.partition, out.key, orjson.dumps(body), out.source,
-                     headers=[("reason", reason.encode()), ("source", _source_header(out.source))])
-
-
-def _key_text(key: bytes | None) -> str:
-    return key.decode("utf-8", "backslashreplace") if key is not None else ""
-
-
-def _source_header(source: KafkaSource) -> bytes:
+def source_header(source: KafkaSource) -> bytes:
     return f"{source.topic}/{source.partition}/{source.offset}".encode()
 
 

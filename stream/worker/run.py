@@ -8,13 +8,15 @@ import sys
 
 import faust
 
+from stream.kafka import internals
 from stream.kafka.admin import BrokerUnreachable, TopicMismatch, ensure_topics, wait_for_broker
+from stream.kafka.configuration import client_options
 from stream.settings import Settings
 from stream.worker.app import changelog_topics, create_app
 
 
 def run_worker(settings: Settings) -> int:
-    logging.basicConfig(level=settings.log_level.upper().replace("WARN", "WARNING"),
+    logging.basicConfig(level=settings.log_level.upper(),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     try:
         wait_for_broker(settings, settings.startup_deadline)
@@ -22,10 +24,11 @@ def run_worker(settings: Settings) -> int:
     except (BrokerUnreachable, TopicMismatch) as error:
         print(f"session-stream worker: {error}", file=sys.stderr)
         return 1
+    internals.install_worker_patches(client_options(settings))
     worker = create_app(settings)
     runner = faust.Worker(worker.app, loglevel=settings.log_level, quiet=True)
     # With a spinner Faust sets the root logger to DEBUG, and every debug call of Faust and
-    # aiokafka then builds a record: about an eighth of the worker's CPU at --log-level warn.
+    # aiokafka then builds a record, whatever --log-level says.
     runner.spinner = None
     _tune_gc()
     runner.execute_from_commandline()
@@ -34,8 +37,8 @@ def run_worker(settings: Settings) -> int:
 
 def _tune_gc() -> None:
     """Each entry allocates dozens of containers (its parsed JSON, records, verdicts) that
-    refcounting frees; the default threshold ran a cycle collection every 700 of them, an
-    eighth of the worker's CPU. Start-up objects live for the whole run: frozen out of it."""
+    refcounting frees; the default threshold ran a cycle collection every 700 of them, which
+    find nothing to collect. Start-up objects live for the whole run: frozen out of it."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)

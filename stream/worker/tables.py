@@ -1,25 +1,40 @@
-"""The worker's StateStore: the dicts of two memory:// Faust tables co-partitioned with the
-input topic (or two plain dicts: the benchmark counts what the worker would write with it).
+"""The worker's state: the dicts of two memory:// Faust tables co-partitioned with the input
+topic (or two plain dicts: the benchmark counts what the worker would write with it).
 
-`sessions` maps a session id to its small state (a few hundred bytes); `memory` maps
-session + key to one remembered id, idempotency key or tool call. A write changes the table
-at once and queues its changelog record, with the session's input partition, for the
-worker to send with the batch's other records (`take_changelog`): once per batch, after its
-outputs were delivered, instead of inside each event's context.
+`sessions` maps a session id to its `StoredSession` (a few hundred bytes); `memory` maps
+session + key to one remembered id, idempotency key or tool call. The store owns how values
+are encoded (`codec`) and what a stored session is. A batch writes through a
+`TableTransaction`, which produces the changelog records of its writes (`prepare`); the
+worker sends them once per batch, after the batch's outputs (`stream.worker.checkpoint`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import cast
 
 import faust
 
+from stream.engine import SessionState
+from stream.kafka import internals
 from stream.worker import codec
-from stream.worker.processor import StoredSession
 
 _SEP = b"\x00"
+
+
+@dataclass(slots=True)
+class StoredSession:
+    state: SessionState
+    touched: float
+    partition: int
+
+    def to_bytes(self) -> bytes:
+        return codec.pack([int(self.touched), self.partition, self.state.to_list()])
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> StoredSession:
+        touched, partition, state = codec.unpack(data)
+        return cls(SessionState.from_list(state), touched, partition)
 
 
 @dataclass(slots=True, init=False)
@@ -46,20 +61,15 @@ class TableStore:
         self._memory = memory
         self._sessions_topic = sessions_topic
         self._memory_topic = memory_topic
-        self._changelog: list[ChangelogRecord] = []
 
     @classmethod
     def of_tables(cls, sessions: faust.Table, memory: faust.Table) -> TableStore:
-        # The memory:// stores' dicts, read and written directly: the store's mapping API
-        # costs a Python call per access and an exception per miss (most recalls miss). Faust
-        # types them as mappings; compiled, this class checks that they are dicts.
-        return cls(cast(dict, sessions.data.data), cast(dict, memory.data.data),
+        # Compiled, this class checks that the tables' stores are dicts.
+        return cls(internals.table_dict(sessions), internals.table_dict(memory),
                    sessions.changelog_topic_name, memory.changelog_topic_name)
 
-    def take_changelog(self) -> list[ChangelogRecord]:
-        """The changelog records of the writes since the last call, in order."""
-        records, self._changelog = self._changelog, []
-        return records
+    def transaction(self) -> TableTransaction:
+        return TableTransaction(self)
 
     def load(self, session_id: str) -> StoredSession | None:
         data = self._sessions.get(session_id.encode())
@@ -69,31 +79,46 @@ class TableStore:
         data = self._memory.get(_memory_key(session_id, key))
         return codec.unpack(data) if data is not None else None
 
-    def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
-        partition = stored.partition
-        for key, value in memory.items():
-            self._write(self._memory, self._memory_topic, partition,
-                        _memory_key(session_id, key), codec.pack(value))
-        self._write(self._sessions, self._sessions_topic, partition, session_id.encode(),
-                    stored.to_bytes())
-
     def sessions(self) -> Iterator[tuple[str, StoredSession]]:
         for key, data in list(self._sessions.items()):
             yield key.decode(), StoredSession.from_bytes(data)
 
-    def forget(self, sessions: dict[str, int]) -> int:
-        """Tombstones for the sessions and every memory value they own."""
-        prefixes = {sid.encode() + _SEP: partition for sid, partition in sessions.items()}
-        for key in list(self._memory):
-            partition = prefixes.get(key[: key.index(_SEP) + 1])
-            if partition is not None:
-                self._delete(self._memory, self._memory_topic, partition, key)
-        for session_id, partition in sessions.items():
-            self._delete(self._sessions, self._sessions_topic, partition, session_id.encode())
-        return len(sessions)
-
     def size(self) -> tuple[int, int]:
         return len(self._sessions), len(self._memory)
+
+
+class TableTransaction:
+    """One batch's writes. They change the tables at once, because the next batch is
+    processed while this one is delivered and must see them; what makes them durable is the
+    changelog `prepare` returns, which the worker sends after the batch's outputs."""
+
+    def __init__(self, store: TableStore) -> None:
+        self._store = store
+        self._changelog: list[ChangelogRecord] = []
+
+    def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
+        store, partition = self._store, stored.partition
+        for key, value in memory.items():
+            self._write(store._memory, store._memory_topic, partition,
+                        _memory_key(session_id, key), codec.pack(value))
+        self._write(store._sessions, store._sessions_topic, partition, session_id.encode(),
+                    stored.to_bytes())
+
+    def forget(self, sessions: dict[str, int]) -> int:
+        """Tombstones for the sessions and every memory value they own."""
+        store = self._store
+        prefixes = {sid.encode() + _SEP: partition for sid, partition in sessions.items()}
+        for key in list(store._memory):
+            partition = prefixes.get(key[: key.index(_SEP) + 1])
+            if partition is not None:
+                self._delete(store._memory, store._memory_topic, partition, key)
+        for session_id, partition in sessions.items():
+            self._delete(store._sessions, store._sessions_topic, partition, session_id.encode())
+        return len(sessions)
+
+    def prepare(self) -> list[ChangelogRecord]:
+        """The changelog records of every write, in write order."""
+        return self._changelog
 
     def _write(self, data: dict[bytes, bytes], topic: str, partition: int, key: bytes,
                value: bytes) -> None:

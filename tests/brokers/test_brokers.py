@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from stream.brokers import RunningBroker, create_topics, start_broker
+from stream.brokers import RunningBroker, start_broker
 from stream.brokers.local import port_is_open
+from stream.kafka.admin import create_topics
 
 SELECTED_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 TOPIC = "broker-smoke"

@@ -40,8 +40,9 @@ from types import SimpleNamespace
 import orjson
 
 from stream.brokers import RunningBroker, start_broker
+from stream.kafka.admin import ensure_input_topic
+from stream.kafka.producer import make_producer, send_records
 from stream.settings import Settings
-from stream.sources.produce import ensure_input_topic, make_producer, send_records
 from tests.integration.harness import WorkerProcess, worker_settings
 
 FORGOT = re.compile(rb"forgot (\d+) sessions idle")

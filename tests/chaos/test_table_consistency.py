@@ -12,7 +12,7 @@ import pytest
 from stream.engine import DictMemory, Engine, KafkaSource, Session, SessionState
 from stream.worker import codec
 from stream.worker.app import changelog_topics
-from stream.worker.processor import StoredSession
+from stream.worker.tables import StoredSession
 from tests.chaos.workload import workload
 from tests.integration.harness import (
     WorkerProcess,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -40,13 +39,6 @@ def worker_settings(broker: RunningBroker, name: str, tmp_path: Path, **changes)
     )
 
 
-def _environment(settings: Settings, web_port: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSION_STREAM_")}
-    values = {**settings.__dict__, "web_port": web_port}
-    env.update({f"SESSION_STREAM_{name.upper()}": str(value) for name, value in values.items()})
-    return env
-
-
 @dataclass
 class WorkerProcess:
     settings: Settings
@@ -62,7 +54,7 @@ class WorkerProcess:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "stream.cli", "worker"],
-            env=_environment(self.settings, self.web_port),
+            env=self.settings.replace(web_port=self.web_port).environment(),
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=self.log_path.parent,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -11,43 +10,25 @@ from jsonschema import Draft202012Validator
 
 from stream.engine import Engine
 from stream.settings import Settings
-from stream.worker import codec
-from stream.worker.processor import BatchProcessor, InRecord, StoredSession, too_large_notice
+from stream.worker.checkpoint import too_large_notice
+from stream.worker.processor import BatchProcessor, InRecord
+from stream.worker.tables import TableStore
 from tests.engine.builders import assistant, encode, header, mirror, user
 
 SETTINGS = Settings.load(environ={}).replace(session_ttl=3600.0)
 
 
-class DictStore:
-    """A StateStore in two dicts, as the Faust tables hold it after recovery."""
+def table_store() -> TableStore:
+    """The worker's store over two plain dicts, as its memory:// tables hold them."""
+    return TableStore({}, {}, "sessions-changelog", "memory-changelog")
 
-    def __init__(self) -> None:
-        self.states: dict[str, bytes] = {}
-        self.memory: dict[tuple[str, str], bytes] = {}
 
-    def load(self, session_id: str) -> StoredSession | None:
-        data = self.states.get(session_id)
-        return StoredSession.from_bytes(data) if data is not None else None
+def stored_sessions(store: TableStore) -> set[str]:
+    return {session_id for session_id, _ in store.sessions()}
 
-    def recall(self, session_id: str, key: str) -> list | None:
-        data = self.memory.get((session_id, key))
-        return codec.unpack(data) if data is not None else None
 
-    def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
-        for key, value in memory.items():
-            self.memory[session_id, key] = codec.pack(value)
-        self.states[session_id] = stored.to_bytes()
-
-    def sessions(self) -> Iterator[tuple[str, StoredSession]]:
-        for session_id, data in list(self.states.items()):
-            yield session_id, StoredSession.from_bytes(data)
-
-    def forget(self, sessions: dict[str, int]) -> int:
-        for key in [k for k in self.memory if k[0] in sessions]:
-            del self.memory[key]
-        for session_id in sessions:
-            del self.states[session_id]
-        return len(sessions)
+def sessions_in_memory(store: TableStore) -> set[str]:
+    return {key.split(b"\x00", 1)[0].decode() for key in store._memory}
 
 
 def records(session_id: str, lines: list[bytes], partition: int = 2, first_offset: int = 0):
@@ -67,10 +48,14 @@ def session_lines(session_id: str = "s1") -> list[bytes]:
     ])
 
 
+def outputs_of(processor: BatchProcessor, batch, now: float = 1000.0) -> list:
+    return processor.process(batch, now).outputs
+
+
 def test_outputs_go_to_the_input_partition_in_input_order() -> None:
-    processor = BatchProcessor(Engine(), DictStore(), SETTINGS)
+    processor = BatchProcessor(Engine(), table_store(), SETTINGS)
     lines = session_lines()
-    outputs = processor.process(records("s1", lines))
+    outputs = outputs_of(processor, records("s1", lines))
     clean = [o for o in outputs if o.topic == SETTINGS.clean_topic]
     alerts = [orjson.loads(o.value) for o in outputs if o.topic == SETTINGS.alerts_topic]
     assert [o.value for o in clean[:3]] == lines[:3]
@@ -84,7 +69,7 @@ def test_outputs_go_to_the_input_partition_in_input_order() -> None:
 
 
 def test_records_without_a_usable_key_or_value_are_dead_lettered() -> None:
-    processor = BatchProcessor(Engine(), DictStore(), SETTINGS)
+    processor = BatchProcessor(Engine(), table_store(), SETTINGS)
     line = session_lines()[1]
     batch = [
         InRecord("events", 0, 0, None, line),
@@ -92,7 +77,7 @@ def test_records_without_a_usable_key_or_value_are_dead_lettered() -> None:
         InRecord("events", 0, 2, b"s1", None),
         InRecord("events", 0, 3, b"s1", b"\x00garbage"),
     ]
-    outputs = processor.process(batch)
+    outputs = outputs_of(processor, batch)
     letters = [o for o in outputs if o.topic == SETTINGS.dlq_topic]
     reasons = [orjson.loads(o.value)["reason"] for o in letters]
     assert len(letters) == 4
@@ -106,64 +91,71 @@ def test_records_without_a_usable_key_or_value_are_dead_lettered() -> None:
     assert processor.tally.dead_lettered == 4 and processor.tally.balanced()
 
 
+def test_a_batch_carries_the_changelog_of_the_state_it_wrote() -> None:
+    store = table_store()
+    batch = BatchProcessor(Engine(), store, SETTINGS).process(records("s1", session_lines()),
+                                                              1000.0)
+    assert {(r.topic, r.partition) for r in batch.changelog} == {
+        ("memory-changelog", 2), ("sessions-changelog", 2)}
+    # the session's state comes last, after the memory values it refers to
+    assert (batch.changelog[-1].topic, batch.changelog[-1].key) == ("sessions-changelog", b"s1")
+    assert batch.changelog[-1].value == store._sessions[b"s1"]
+    assert {r.key: r.value for r in batch.changelog[:-1]} == store._memory
+
+
 def test_a_batch_replayed_before_its_state_was_saved_gives_the_same_outputs() -> None:
-    store = DictStore()
     batch = records("s1", session_lines())
-    first = BatchProcessor(Engine(), store, SETTINGS).process(batch)
-    # crash: no flush, so a new worker sees the old (empty) state
-    again = BatchProcessor(Engine(), store, SETTINGS).process(batch)
+    first = outputs_of(BatchProcessor(Engine(), table_store(), SETTINGS), batch)
+    # crash before the changelog landed: a new worker recovers the old (empty) state
+    again = outputs_of(BatchProcessor(Engine(), table_store(), SETTINGS), batch)
     assert again == first
 
 
 def test_a_batch_replayed_after_its_state_was_saved_gives_the_same_outputs() -> None:
-    store = DictStore()
+    store = table_store()
     batch = records("s1", session_lines())
-    processor = BatchProcessor(Engine(), store, SETTINGS)
-    first = processor.process(batch)
-    processor.flush(now=1000.0)
-    # crash after the state write but before the offset commit: the batch comes again
-    again = BatchProcessor(Engine(), store, SETTINGS).process(batch)
+    first = outputs_of(BatchProcessor(Engine(), store, SETTINGS), batch)
+    # crash after the changelog landed but before the offset commit: the batch comes again
+    again = outputs_of(BatchProcessor(Engine(), store, SETTINGS), batch)
     assert again == first
 
 
-def test_state_written_at_flush_survives_into_the_next_batch() -> None:
-    store = DictStore()
+def test_state_written_by_a_batch_survives_into_the_next_one() -> None:
+    store = table_store()
     lines = session_lines()
-    processor = BatchProcessor(Engine(), store, SETTINGS)
-    processor.process(records("s1", lines[:3]))
-    processor.flush(now=1000.0)
+    outputs_of(BatchProcessor(Engine(), store, SETTINGS), records("s1", lines[:3]))
     # the mirror arrives in the next batch, seen by a new worker that recovered the tables
-    outputs = BatchProcessor(Engine(), store, SETTINGS).process(
-        records("s1", lines[3:4], first_offset=3)
-    )
+    outputs = outputs_of(BatchProcessor(Engine(), store, SETTINGS),
+                         records("s1", lines[3:4], first_offset=3))
     assert [o.topic for o in outputs] == [SETTINGS.alerts_topic]
     assert orjson.loads(outputs[0].value)["kind"] == "delivery_mirror_duplicate"
 
 
 def test_idle_sessions_are_forgotten_with_their_memory() -> None:
-    store = DictStore()
+    store = table_store()
     processor = BatchProcessor(Engine(), store, SETTINGS)
-    processor.process(records("old", session_lines("old")))
-    processor.flush(now=1000.0)
-    processor.process(records("new", session_lines("new"), partition=1))
-    processor.flush(now=1000.0 + 3000)
-    assert processor.expire(now=1000.0 + 3700) == 1
-    assert set(store.states) == {"new"}
-    assert {session for session, _ in store.memory} == {"new"}
+    processor.process(records("old", session_lines("old")), 1000.0)
+    processor.process(records("new", session_lines("new"), partition=1), 1000.0 + 3000)
+    assert processor.process([], 1000.0 + 3000, sweep=True).forgotten == 0
+    swept = processor.process([], 1000.0 + 3700, sweep=True)
+    assert swept.forgotten == 1
+    assert stored_sessions(store) == {"new"} and sessions_in_memory(store) == {"new"}
+    # tombstones for the session and each of its memory values, on their partition
+    assert {(r.partition, r.value) for r in swept.changelog} == {(2, None)}
+    assert len(swept.changelog) == 1 + sum(
+        r.topic == "memory-changelog" for r in swept.changelog)
 
 
 def test_an_idle_session_stores_a_few_hundred_bytes() -> None:
-    store = DictStore()
-    processor = BatchProcessor(Engine(), store, SETTINGS)
-    processor.process(records("s1", session_lines()))
-    processor.flush(now=1000.0)
-    assert len(store.states["s1"]) <= 300
-    assert max(len(value) for value in store.memory.values()) <= 120
+    store = table_store()
+    BatchProcessor(Engine(), store, SETTINGS).process(records("s1", session_lines()), 1000.0)
+    assert len(store._sessions[b"s1"]) <= 300
+    assert max(len(value) for value in store._memory.values()) <= 120
 
 
 def test_an_output_too_large_for_the_broker_becomes_a_dead_letter_notice() -> None:
-    processor = BatchProcessor(Engine(), DictStore(), SETTINGS)
-    kept = processor.process(records("s1", session_lines()[:1]))[0]
+    processor = BatchProcessor(Engine(), table_store(), SETTINGS)
+    kept = outputs_of(processor, records("s1", session_lines()[:1]))[0]
     notice = too_large_notice(kept, SETTINGS.dlq_topic)
     body = orjson.loads(notice.value)
     schema = json.loads((Path(__file__).parents[2] / "schemas" / "dead-letter.schema.json")
@@ -176,20 +168,20 @@ def test_an_output_too_large_for_the_broker_becomes_a_dead_letter_notice() -> No
 
 
 def test_sessions_of_partitions_taken_away_during_the_batch_are_not_written() -> None:
-    store = DictStore()
+    store = table_store()
     processor = BatchProcessor(Engine(), store, SETTINGS)
-    processor.process(records("kept-here", session_lines("kept-here"), partition=1))
-    processor.process(records("moved-away", session_lines("moved-away"), partition=2))
-    processor.flush(now=1000.0, owned={1})
-    assert set(store.states) == {"kept-here"}
-    assert {session for session, _ in store.memory} == {"kept-here"}
+    batch = [*records("kept-here", session_lines("kept-here"), partition=1),
+             *records("moved-away", session_lines("moved-away"), partition=2)]
+    written = processor.process(batch, 1000.0, owned={1})
+    assert stored_sessions(store) == {"kept-here"} and sessions_in_memory(store) == {"kept-here"}
+    assert {r.partition for r in written.changelog} == {1}
 
 
 def test_only_the_owner_of_a_partition_forgets_its_idle_sessions() -> None:
-    store = DictStore()
+    store = table_store()
     processor = BatchProcessor(Engine(), store, SETTINGS)
-    processor.process(records("mine", session_lines("mine"), partition=1))
-    processor.process(records("standby", session_lines("standby"), partition=3))
-    processor.flush(now=1000.0)
-    assert processor.expire(now=1000.0 + 3700, owned={1}) == 1
-    assert set(store.states) == {"standby"}
+    batch = [*records("mine", session_lines("mine"), partition=1),
+             *records("standby", session_lines("standby"), partition=3)]
+    processor.process(batch, 1000.0)
+    assert processor.process([], 1000.0 + 3700, owned={1}, sweep=True).forgotten == 1
+    assert stored_sessions(store) == {"standby"}

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from stream.brokers import RunningBroker, create_topics
+from stream.brokers import RunningBroker
+from stream.kafka.admin import create_topics
 from stream.kafka.producer import deliver_until_done
 
 pytestmark = [pytest.mark.integration]

@@ -1,0 +1,70 @@
+"""The consumers of the project's own tools (tail, the memory writer, dev): how they are made,
+how they wait for a topic, and how they tell they have read everything.
+
+The end is where every partition's position reaches the high watermark of its latest fetch
+response. ListOffsets is not used for it: Tansu answers it with the newest batch's base
+offset + 1, short of the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from stream.kafka import internals
+from stream.kafka.configuration import client_options
+from stream.settings import Settings
+
+REQUEST_TIMEOUT_MS = 15_000
+# Apache Kafka lists a topic only once its leaders are elected, a moment after creation.
+METADATA_GRACE = 3.0
+
+
+class TopicMissing(LookupError):
+    """The topic to read does not exist (yet)."""
+
+
+def make_consumer(settings: Settings, group: str | None = None, **options: Any) -> AIOKafkaConsumer:
+    """A consumer that commits only when told to; in `group`, with the settings' session
+    timeout, else assigning partitions itself (taking none from the worker's group)."""
+    if group is not None:
+        options.setdefault("session_timeout_ms", int(settings.session_timeout * 1000))
+        options.setdefault("heartbeat_interval_ms",
+                           int(min(1.0, settings.session_timeout / 5) * 1000))
+    return AIOKafkaConsumer(
+        **client_options(settings),
+        group_id=group,
+        enable_auto_commit=False,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        **options,
+    )
+
+
+async def topic_partitions(consumer: AIOKafkaConsumer, topics: list[str], *, wait: bool,
+                           grace: float = METADATA_GRACE) -> list[TopicPartition]:
+    """Every partition of `topics`. With `wait`, until they all exist; else a topic still
+    missing after `grace` seconds raises TopicMissing."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while True:
+        await internals.refresh_metadata(consumer)
+        found = {topic: consumer.partitions_for_topic(topic) for topic in topics}
+        missing = [topic for topic, numbers in found.items() if not numbers]
+        if not missing:
+            return [TopicPartition(t, n) for t in topics for n in sorted(found[t] or ())]
+        if not wait and loop.time() >= deadline:
+            raise TopicMissing(f"topic {missing[0]!r} does not exist")
+        await asyncio.sleep(0.5)
+
+
+async def caught_up(consumer: AIOKafkaConsumer, partitions: Iterable[TopicPartition]) -> bool:
+    """Every partition is read up to the high watermark of its latest fetch (False while a
+    partition has not been fetched yet)."""
+    for partition in partitions:
+        highwater = consumer.highwater(partition)
+        if highwater is None or await consumer.position(partition) < highwater:
+            return False
+    return True

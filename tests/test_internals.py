@@ -1,0 +1,100 @@
+"""Every private Faust and aiokafka name `stream.kafka.internals` relies on is still there.
+
+An upgrade that moves one fails here, naming the touch point, instead of deep inside a
+running worker (a lost gap, a stalled commit, a patch that silently stops applying).
+"""
+
+from __future__ import annotations
+
+import inspect
+from importlib.metadata import version
+
+import faust
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.consumer.group_coordinator import GroupCoordinator
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from stream.kafka import internals
+
+
+@pytest.fixture(scope="module")
+def app() -> faust.App:
+    # Built, never started: no broker is needed to read its consumer's attributes.
+    return faust.App("internals-check", broker="kafka://127.0.0.1:1", autodiscover=False)
+
+
+def moved(what: str) -> str:
+    installed = {name: version(name) for name in internals.PINNED}
+    return (f"{what} is gone: read from {internals.PINNED}, installed {installed}; "
+            "see stream/kafka/internals.py")
+
+
+@pytest.mark.parametrize("attribute", [
+    "_read_offset", "_unacked_messages", "_committed_offset", "_add_gap",
+    "_new_consumer_thread",
+])
+def test_faust_consumer_internals(app: faust.App, attribute: str) -> None:
+    assert hasattr(app.consumer, attribute), moved(f"Faust Consumer.{attribute}")
+
+
+def test_faust_add_gap_takes_a_partition_and_an_inclusive_range(app: faust.App) -> None:
+    parameters = list(inspect.signature(app.consumer._add_gap).parameters)
+    assert parameters == ["tp", "offset_from", "offset_to"], moved("Consumer._add_gap(tp, a, b)")
+
+
+@pytest.mark.parametrize(("owner", "attribute"), [
+    (faust_aiokafka.AIOKafkaConsumerThread, "_create_worker_consumer"),
+    (faust_aiokafka.AIOKafkaConsumerThread, "_highwaters"),
+    (faust_aiokafka.AIOKafkaConsumerThread, "_ensure_consumer"),
+    (faust.App, "_new_transport"),
+    (faust_aiokafka.Transport, "Consumer"),
+    (GroupCoordinator, "_maybe_leave_group"),
+    (GroupCoordinator, "_send_req"),
+])
+def test_overridden_and_patched_methods(owner: type, attribute: str) -> None:
+    assert hasattr(owner, attribute), moved(f"{owner.__qualname__}.{attribute}")
+
+
+async def test_the_fetch_wait_is_an_attribute_read_when_the_fetcher_is_made() -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers="127.0.0.1:1")
+    assert hasattr(consumer, internals.FETCH_MAX_WAIT_ATTRIBUTE), moved("fetch_max_wait_ms")
+    assert "self._fetch_max_wait_ms" in inspect.getsource(AIOKafkaConsumer.start), moved(
+        "AIOKafkaConsumer.start reading _fetch_max_wait_ms")
+    assert hasattr(consumer, "_client"), moved("AIOKafkaConsumer._client")
+    assert hasattr(consumer._client, "force_metadata_update"), moved("force_metadata_update")
+
+
+def test_group_coordinator_fields_of_the_leave_group_patch() -> None:
+    source = inspect.getsource(GroupCoordinator.__init__)
+    for field in ("self._group_instance_id", "self.generation", "self.member_id"):
+        assert field in source, moved(f"GroupCoordinator {field}")
+
+
+def test_recovery_and_monitor_fields_the_lane_reads(app: faust.App) -> None:
+    recovery = app.tables.recovery
+    for field in ("active_tps", "standby_tps", "active_offsets", "standby_offsets",
+                  "flush_buffers", "tp_to_table"):
+        assert hasattr(recovery, field), moved(f"Recovery.{field}")
+    assert hasattr(app.monitor, "stream_inbound_time"), moved("Monitor.stream_inbound_time")
+
+
+def test_a_memory_table_is_a_dict_behind_its_store(app: faust.App) -> None:
+    table = app.Table("internals-check-table", key_type=bytes, value_type=bytes)
+    assert isinstance(internals.table_dict(table), dict), moved("memory Store.data")
+
+
+def test_the_patches_apply_once_and_only_when_asked() -> None:
+    original = GroupCoordinator._maybe_leave_group
+    highwaters = faust_aiokafka.AIOKafkaConsumerThread._highwaters
+    try:
+        assert not getattr(original, "leaves_generation_zero", False)
+        internals.install_worker_patches({"bootstrap_servers": "127.0.0.1:1"})
+        patched = GroupCoordinator._maybe_leave_group
+        assert patched.leaves_generation_zero
+        internals.install_worker_patches({"bootstrap_servers": "127.0.0.1:1"})
+        assert GroupCoordinator._maybe_leave_group is patched  # not wrapped twice
+        assert faust_aiokafka.AIOKafkaConsumerThread._highwaters is not highwaters
+    finally:
+        GroupCoordinator._maybe_leave_group = original
+        faust_aiokafka.AIOKafkaConsumerThread._highwaters = highwaters
