@@ -51,7 +51,13 @@ from aiokafka.errors import CommitFailedError, KafkaError
 
 from stream.engine.entry import Entry, MalformedEntry, parse
 from stream.engine.text import digest64, normalize
-from stream.kafka.consumer import TopicMissing, caught_up, make_consumer, topic_partitions
+from stream.kafka.consumer import (
+    TopicMissing,
+    cannot_read,
+    caught_up,
+    make_consumer,
+    topic_partitions,
+)
 from stream.settings import Settings, add_options
 
 INDEX_DIR = ".index"
@@ -438,11 +444,7 @@ def main(
     except KeyboardInterrupt:
         return 0
     except (KafkaError, TopicMissing) as error:
-        print(
-            f"session-stream: cannot read {topic} from the Kafka broker at "
-            f"{settings.bootstrap}: {error}",
-            file=stderr,
-        )
+        print(cannot_read(settings, topic, error), file=stderr)
         return 1
     print(
         f"session-stream: {stats.lines} lines from {stats.records} records of {topic} "

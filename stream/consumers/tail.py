@@ -24,6 +24,7 @@ from aiokafka.errors import KafkaError
 from stream.kafka.consumer import (
     METADATA_GRACE,
     TopicMissing,
+    cannot_read,
     caught_up,
     make_consumer,
     topic_partitions,
@@ -261,10 +262,6 @@ def main(
     except KeyboardInterrupt:
         return 0
     except (KafkaError, TopicMissing) as error:
-        print(
-            f"session-stream: cannot read {topic} from the Kafka broker at "
-            f"{settings.bootstrap}: {error}",
-            file=stderr,
-        )
+        print(cannot_read(settings, topic, error), file=stderr)
         return 1
     return 0

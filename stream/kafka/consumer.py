@@ -27,6 +27,12 @@ class TopicMissing(LookupError):
     """The topic to read does not exist (yet)."""
 
 
+def cannot_read(settings: Settings, topic: str, error: Exception) -> str:
+    """The one line a tool prints when its topic or the broker is not there."""
+    return (f"session-stream: cannot read {topic} from the Kafka broker at "
+            f"{settings.bootstrap}: {error}")
+
+
 def make_consumer(settings: Settings, group: str | None = None, **options: Any) -> AIOKafkaConsumer:
     """A consumer that commits only when told to; in `group`, with the settings' session
     timeout, else assigning partitions itself (taking none from the worker's group)."""
