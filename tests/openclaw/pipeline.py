@@ -129,6 +129,7 @@ class Offline:
 def clean_offline(folder: Path, work: Path) -> Offline:
     """`session-stream clean FOLDER --out-dir ...`; the kept lines keyed by session id, which is
     each transcript's file name up to `.jsonl` (OpenClaw names them so)."""
+    work.mkdir(parents=True, exist_ok=True)
     out, alerts, letters = work / "clean", work / "alerts.jsonl", work / "dead-letters.jsonl"
     code = session_stream(["clean", str(folder), "--out-dir", str(out), "--alerts", str(alerts),
                            "--dead-letters", str(letters)])
