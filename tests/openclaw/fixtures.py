@@ -26,11 +26,10 @@ from tests.openclaw.telegram import TelegramStandIn
 
 @pytest.fixture(scope="module", params=pinned_releases())
 def openclaw_release(request: pytest.FixtureRequest) -> Release:
-    try:
-        return RELEASES[request.param]
-    except KeyError:
+    if request.param not in RELEASES:
         pytest.fail(f"scripts/install-openclaw.sh pins OpenClaw {request.param}, which "
                     "tests/openclaw/gateway.py RELEASES does not describe", pytrace=False)
+    return RELEASES[request.param]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +61,9 @@ def openclaw_gateway(
     try:
         install = locate(openclaw_release.version)
     except OpenClawMissing as missing:
-        pytest.fail(str(missing), pytrace=False)
+        install, problem = None, str(missing)
+    if install is None:
+        pytest.fail(problem, pytrace=False)
     root: Path = tmp_path_factory.mktemp(f"openclaw-{openclaw_release.version}")
     gateway = Gateway(install, openclaw_release, root, model_stand_in, telegram_stand_in)
     try:
