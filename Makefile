@@ -3,13 +3,22 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-pure test-kafka chaos soak bench bench-quick lint kafka clean
+# Node 24 and the pinned OpenClaw releases (scripts/install-openclaw.sh) live in this cache.
+SESSION_STREAM_CACHE ?= $(HOME)/.cache/session-stream
+OPENCLAW_STAMP := $(SESSION_STREAM_CACHE)/openclaw/.installed
+
+.PHONY: run test test-pure test-kafka test-openclaw chaos soak bench bench-quick lint kafka \
+	openclaw clean
 
 run: $(VENV)/.installed
 	$(BIN)/session-stream dev
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(OPENCLAW_STAMP)
 	$(BIN)/python -m pytest -q
+
+# Only the tests against a real OpenClaw (tests/openclaw, about 3.5 minutes).
+test-openclaw: $(VENV)/.installed $(OPENCLAW_STAMP)
+	$(BIN)/python -m pytest -q -m openclaw
 
 # The tests of the compiled modules again on their Python source, what an install without a C
 # compiler runs.
@@ -18,7 +27,7 @@ test-pure: $(VENV)/.installed
 		tests/test_pure.py
 
 # The integration tests again, against Apache Kafka assembled from Maven Central.
-test-kafka: $(VENV)/.installed
+test-kafka: $(VENV)/.installed $(OPENCLAW_STAMP)
 	SESSION_STREAM_TEST_BROKER=kafka $(BIN)/python -m pytest -q -m integration
 
 # The reliability tests at the issue's size, against Apache Kafka (several minutes).
@@ -46,6 +55,17 @@ lint: $(VENV)/.installed
 
 kafka:
 	scripts/assemble-kafka.sh
+
+# The real OpenClaw the tests/openclaw tests run: from the npm registry into the cache, once per
+# machine (the script reuses what is complete). `make test` runs it when the stamp is missing
+# or older than the script.
+openclaw:
+	scripts/install-openclaw.sh >/dev/null
+	touch $(OPENCLAW_STAMP)
+
+$(OPENCLAW_STAMP): scripts/install-openclaw.sh
+	scripts/install-openclaw.sh >/dev/null
+	touch $@
 
 # The compiled modules (stream/pure.py names them) are built in place (setup.py), so editing
 # their sources reinstalls. setuptools warns on every editable install that builds
