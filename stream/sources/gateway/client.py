@@ -51,6 +51,11 @@ TICK_TIMEOUT_CLOSE = 4000
 # Retries of one request the gateway answered with a retryable UNAVAILABLE.
 REQUEST_RETRIES = 5
 
+# websockets logs every frame at DEBUG, the connect request (with the token) among them: its
+# logger here never goes below INFO, whatever the root logger's level.
+WIRE_LOG = logging.getLogger(f"{__name__}.wire")
+WIRE_LOG.setLevel(logging.INFO)
+
 TRANSPORT_ERRORS = (OSError, TimeoutError, websockets.WebSocketException)
 
 
@@ -119,6 +124,7 @@ class GatewayClient:
             open_timeout=HANDSHAKE_TIMEOUT,
             close_timeout=1,
             compression=None,  # the gateway does not negotiate permessage-deflate
+            logger=WIRE_LOG,
         ) as socket:
             greeting = await self._receive(socket, HANDSHAKE_TIMEOUT)
             if not is_event(greeting, "connect.challenge"):
