@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import ServerConnection, serve
 
 from tests.conftest import DATA
 
@@ -79,14 +80,9 @@ class FakeGateway:
     connect_times: list[float] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # methods, in order
     _sockets: set[ServerConnection] = field(default_factory=set)
-    _server: Server | None = None
     subscribed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        host, port = next(iter(self._server.sockets)).getsockname()[:2]
-        return f"ws://{host}:{port}"
+    url: str = ""  # set once serving; kept after, for the messages that name it
 
     async def emit(self, frame: dict[str, Any]) -> None:
         for socket in list(self._sockets):
@@ -144,5 +140,51 @@ class FakeGateway:
 @asynccontextmanager
 async def running(gateway: FakeGateway) -> AsyncIterator[FakeGateway]:
     async with serve(gateway._handle, "127.0.0.1", 0) as server:
-        gateway._server = server
+        host, port = next(iter(server.sockets)).getsockname()[:2]
+        gateway.url = f"ws://{host}:{port}"
         yield gateway
+
+
+class ThreadedGateway:
+    """The fake gateway on a loop of its own thread, for code that runs asyncio.run itself
+    (a command's main)."""
+
+    def __init__(self, gateway: FakeGateway) -> None:
+        self.gateway = gateway
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ThreadedGateway:
+        self._thread.start()
+        self._ready.wait(5)
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.gateway.url
+
+    @property
+    def subscribed(self) -> bool:
+        return self.gateway.subscribed.is_set()
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(5)
+
+    def call(self, coroutine: Any) -> Any:
+        """Runs a coroutine (an emit, a drop) on the gateway's loop and waits for it."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(5)
+
+    def _run(self) -> None:
+        async def serve_until_stopped() -> None:
+            self._stop = asyncio.Event()
+            self.gateway.subscribed = asyncio.Event()
+            async with running(self.gateway):
+                self._ready.set()
+                await self._stop.wait()
+
+        self._loop.run_until_complete(serve_until_stopped())
+        self._loop.close()

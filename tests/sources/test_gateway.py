@@ -201,15 +201,14 @@ async def test_a_refused_token_is_one_line_with_the_url_and_the_code_after_the_d
     refusal = REFUSALS["AUTH_TOKEN_MISMATCH"]
     gateway = FakeGateway(answers=[refusal] * 100)
     async with running(gateway):
-        url = gateway.url
         started = time.monotonic()
         with caplog.at_level(logging.DEBUG), pytest.raises(SourceError) as failure:
-            async with pumping(source(state, url, deadline=0.6, token=wrong)) as (_, task):
-                await asyncio.wait_for(task, 5)
+            async with pumping(source(state, gateway.url, deadline=0.6, token=wrong)) as (_, t):
+                await asyncio.wait_for(t, 5)
         waited = time.monotonic() - started
 
     message = str(failure.value)
-    assert url in message
+    assert gateway.url in message
     assert "AUTH_TOKEN_MISMATCH (INVALID_REQUEST)" in message
     assert "start-up deadline" in message
     assert "\n" not in message
