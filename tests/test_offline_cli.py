@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from stream.cli import main
+from tests.sources.test_session_files import POINTER, TELEGRAM_MESSAGES, TRACE_LINE
 
 TEXT = "The backup finished at 03:12 and all 41 files were verified."
 
@@ -186,6 +187,31 @@ def test_directory_to_out_dir_at_relative_paths(tmp_path, capsysbinary):
         "entries in 11: kept 7, dropped 2, dead-lettered 2"
         in capsysbinary.readouterr().err.decode()
     )
+
+
+def test_openclaw_runtime_traces_beside_the_transcripts_are_left_out(tmp_path, capsysbinary):
+    sessions = tmp_path / "agents" / "main" / "sessions"
+    one = session_lines("sess-1")
+    write(sessions / "sess-1.jsonl", one)
+    # A session whose id ends in ".trajectory" has a transcript named like a trace.
+    plan = [line.replace(b"sess-p", b"plan.trajectory") for line in session_lines("sess-p")]
+    write(sessions / "plan.trajectory.jsonl", plan)
+    for session in ("sess-1", "plan.trajectory"):
+        write(sessions / f"{session}.trajectory.jsonl", [TRACE_LINE] * 7)
+        (sessions / f"{session}.trajectory-path.json").write_bytes(POINTER)
+    (sessions / "sessions.json.telegram-messages.json").write_bytes(TELEGRAM_MESSAGES)
+    out_dir, letters = tmp_path / "out", tmp_path / "dead-letters.jsonl"
+    assert main(["clean", str(tmp_path), "--out-dir", str(out_dir),
+                 "--dead-letters", str(letters)]) == 0
+
+    written = sorted(p.name for p in out_dir.rglob("*") if p.is_file())
+    assert written == ["plan.trajectory.jsonl", "sess-1.jsonl"]
+    assert (out_dir / "agents/main/sessions/plan.trajectory.jsonl").read_bytes().splitlines() == (
+        expected_clean(plan))
+    # Only the broken line of each transcript; none from the traces.
+    assert [d["session_id"] for d in read_jsonl(letters)] == ["plan.trajectory", "sess-1"]
+    assert "entries in 12: kept 8, dropped 2, dead-lettered 2" in (
+        capsysbinary.readouterr().err.decode())
 
 
 def test_several_files_without_out_dir_is_a_usage_error(tmp_path, capsys):

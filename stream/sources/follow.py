@@ -15,7 +15,10 @@ inode reused; checked whenever its size changed), is sent again from its start w
 duplicates, which the worker drops by entry id, rather than losses.
 
 Compaction checkpoints (*.checkpoint.*), locks (*.lock), sessions.json and gzipped files are
-ignored. Positions are checkpointed after the broker acknowledged the lines.
+ignored, and so are OpenClaw's runtime traces (<id>.trajectory.jsonl whose first line is a trace
+record; see stream.sources.session_files): such a file is looked at once its first line is
+complete, and a trace is then left alone for good. Positions are checkpointed after the broker
+acknowledged the lines.
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ from typing import BinaryIO, TextIO
 
 from stream.sources.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from stream.sources.publish import Batch, Record, SourceError, add_source_arguments, run
-from stream.sources.session_files import is_session_file, session_id_of
+from stream.sources.session_files import (
+    first_line,
+    is_session_file,
+    is_trace_line,
+    may_be_trace,
+    session_id_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +105,8 @@ class FileFollower:
         self.origin = str(root.resolve())
         self.positions = _load(checkpoint, self.origin)
         self._reported_unreadable: set[Path] = set()
+        # Files named like a runtime trace, by identity: whether their first line says trace.
+        self._traces: dict[Identity, bool] = {}
 
     def poll(self) -> Batch[Positions]:
         found = self._scan()
@@ -131,6 +142,7 @@ class FileFollower:
     def _scan(self) -> dict[Identity, Found]:
         """Every followed file under the root, by identity, in a stable order."""
         found: dict[Identity, Found] = {}
+        traces: dict[Identity, bool] = {}
         for directory, subdirectories, names in os.walk(self.root):
             subdirectories.sort()
             for name in sorted(names):
@@ -144,12 +156,32 @@ class FileFollower:
                 if not stat.S_ISREG(info.st_mode):
                     continue
                 identity = (info.st_dev, info.st_ino)
+                if may_be_trace(path):
+                    trace = self._trace_verdict(path, identity)
+                    if trace is None:
+                        continue  # its first line is not complete yet; a later pass decides
+                    traces[identity] = trace
+                    if trace:
+                        continue
                 # Seen under two names: renamed during this walk. The next pass has one name.
                 found.setdefault(
                     identity,
                     Found(path, str(path.relative_to(self.root)), identity, info.st_size),
                 )
+        self._traces = traces  # files gone are forgotten
         return found
+
+    def _trace_verdict(self, path: Path, identity: Identity) -> bool | None:
+        """Whether a file named like a runtime trace is one (its first line is a trace record);
+        None while its first line is incomplete. Decided once per file: lines are appended."""
+        known = self._traces.get(identity)
+        if known is not None:
+            return known
+        try:
+            line = first_line(path, complete=True)
+        except OSError:
+            return False  # not a trace as far as can be told; reading it reports the error
+        return None if line is None else is_trace_line(line)
 
     def _locate(self, file: Found, vanished: dict[Identity, Position]) -> Position:
         """The position this file continues from: its own, a vanished file's, or its start."""

@@ -15,10 +15,12 @@ import pytest
 from stream.brokers import free_port
 from stream.sources import follow
 from stream.sources.checkpoint import CheckpointError
-from stream.sources.follow import FileFollower
+from stream.sources.follow import FileFollower, Position
+from stream.sources.publish import Batch
 from stream.sources.session_files import open_lines
 from tests.conftest import FIXTURES
 from tests.sources.helpers import by_key, drain
+from tests.sources.test_session_files import POINTER, TELEGRAM_MESSAGES, TRACE_LINE
 
 
 def header(session_id: str) -> bytes:
@@ -229,6 +231,47 @@ def test_the_real_layout_sends_every_transcript_and_ignores_the_rest(sessions: P
     assert len(followed) == 7
     expected = {p.name.split(".jsonl")[0].encode(): [b for _, b in open_lines(p)] for p in followed}
     assert sent == expected
+
+
+def test_runtime_traces_are_left_out_and_a_transcript_named_like_one_is_followed(
+    root: Path, sessions: Path
+) -> None:
+    (sessions / "s-1.jsonl").write_bytes(header("s-1") + entry("a-1"))
+    trace = sessions / "s-1.trajectory.jsonl"
+    trace.write_bytes(TRACE_LINE + b"\n")
+    (sessions / "s-1.trajectory-path.json").write_bytes(POINTER)
+    (sessions / "sessions.json.telegram-messages.json").write_bytes(TELEGRAM_MESSAGES)
+    # Both still being written: their first lines not complete, so neither is decided yet.
+    starting_trace = sessions / "s-2.trajectory.jsonl"
+    starting_trace.write_bytes(TRACE_LINE[:30])
+    named_like_a_trace = sessions / "plan.trajectory.jsonl"
+    named_like_a_trace.write_bytes(header("plan.trajectory")[:12])
+    source = follower(root)
+
+    assert by_key(drain(source)) == {b"s-1": lines(header("s-1"), entry("a-1"))}
+    append(trace, TRACE_LINE + b"\n")
+    append(starting_trace, TRACE_LINE[30:] + b"\n", TRACE_LINE + b"\n")
+    append(named_like_a_trace, header("plan.trajectory")[12:], entry("p-1"))
+    assert by_key(drain(source)) == {
+        b"plan.trajectory": lines(header("plan.trajectory"), entry("p-1"))
+    }
+    assert drain(follower(root)) == []  # a restart from the checkpoint sends nothing again
+
+
+def test_a_trace_followed_before_traces_were_recognised_is_followed_no_more(
+    root: Path, sessions: Path
+) -> None:
+    trace = sessions / "s-1.trajectory.jsonl"
+    trace.write_bytes(TRACE_LINE + b"\n")
+    info = trace.stat()
+    # The checkpoint an older session-stream left: the trace read to its end.
+    old = follower(root)
+    position = Position(str(trace.relative_to(root)), info.st_dev, info.st_ino, info.st_size,
+                        "not checked", "s-1")
+    old.commit(Batch([], {position.identity: position}))
+    append(trace, TRACE_LINE + b"\n")
+
+    assert drain(follower(root)) == []
 
 
 # --- restarts and rewrites -------------------------------------------------------------------
