@@ -15,7 +15,7 @@ import pytest
 from stream.sources.gateway.projection import ProjectedSource
 from stream.sources.gateway.protocol import Auth
 from stream.sources.gateway.source import Gateway, GatewaySource
-from stream.sources.gateway.stores import find_stores
+from stream.sources.gateway.stores import Stores
 from stream.sources.publish import Record, SourceError, pump
 from tests.sources.fake_gateway import (
     REFUSALS,
@@ -29,6 +29,7 @@ from tests.sources.fake_gateway import (
 from tests.sources.sqlite_store import create_openclaw_store, insert, open_window
 
 KEY = "agent:main:explicit:s"
+STORE = "openclaw-agent.sqlite"
 
 
 @pytest.fixture
@@ -45,13 +46,14 @@ def writer(state: Path):
     connection.close()
 
 
-def source(state: Path, url: str, *, deadline: float = 5.0, token: str = TOKEN) -> GatewaySource:
+def source(
+    state: Path, url: str, *, deadline: float = 5.0, token: str = TOKEN, agents: tuple = ()
+) -> GatewaySource:
     gateway = Gateway(url, lambda: Auth(token=token), deadline, backoff=(0.05, 0.2))
     return GatewaySource(
         gateway,
-        find_stores(state, None, []),
+        Stores.of(state, None, list(agents)),
         state.parent / "gateway.checkpoint.json",
-        str(state),
         poll_interval=60,  # no sweep by the clock in these tests: what arrives came by event
         page_size=500,
         decompress=None,
@@ -145,9 +147,9 @@ async def test_sessions_changed_without_a_session_id_reads_the_whole_store(
 async def test_events_of_an_agent_not_followed_are_ignored(
     state: Path, writer: sqlite3.Connection
 ) -> None:
-    async with running(FakeGateway()) as gateway, pumping(source(state, gateway.url)) as (
-        pumped, _
-    ):
+    async with running(FakeGateway()) as gateway, pumping(
+        source(state, gateway.url, agents=("main",))
+    ) as (pumped, _):
         await asyncio.wait_for(gateway.subscribed.wait(), 5)
         await asyncio.sleep(0.2)  # past the sweep that follows the connect
         insert(writer, "s", 0)
@@ -295,13 +297,33 @@ async def test_projected_mode_publishes_the_event_marked_as_projected() -> None:
 
 
 def test_every_agent_of_the_state_folder_is_found(tmp_path: Path) -> None:
+    stores = Stores.of(tmp_path, None, [])
+    assert stores.found() == {}
     for agent in ("main", "ops"):
         create_openclaw_store(tmp_path / "agents" / agent / "agent" / "openclaw-agent.sqlite")
 
-    assert set(find_stores(tmp_path, None, [])) == {"main", "ops"}
-    assert set(find_stores(tmp_path, None, ["ops"])) == {"ops"}
+    assert set(stores.found()) == {"main", "ops"}
+    assert set(Stores.of(tmp_path, None, ["ops"]).found()) == {"ops"}
 
 
-def test_no_store_is_refused_naming_the_folder_and_projected_mode(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match=r"no agent store under .*/agents.*--projected"):
-        find_stores(tmp_path, None, [])
+def test_a_missing_state_folder_is_refused_naming_it_and_projected_mode(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(SourceError, match=r"no OpenClaw state folder at .*/gone.*--projected"):
+        Stores.of(tmp_path / "gone", None, [])
+
+
+async def test_a_store_that_appears_later_is_followed_from_its_start(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    async with running(FakeGateway()) as gateway, pumping(source(state, gateway.url)) as (
+        pumped, _
+    ):
+        await asyncio.wait_for(gateway.subscribed.wait(), 5)
+        writer = create_openclaw_store(state / "agents" / "main" / "agent" / STORE)
+        rows = insert(writer, "s", 0, 1)
+        await gateway.emit(session_message("main", "s", KEY, 1))
+        await pumped.until(lambda sent: len(sent) == 2)
+        writer.close()
+
+    assert pumped.values() == rows

@@ -20,7 +20,7 @@ from stream.settings import OPTIONS, Settings, positive_int
 from stream.sources.gateway.projection import ProjectedSource
 from stream.sources.gateway.protocol import Auth
 from stream.sources.gateway.source import Gateway, GatewaySource
-from stream.sources.gateway.stores import default_state_dir, find_stores
+from stream.sources.gateway.stores import Stores
 from stream.sources.publish import Source, SourceError, add_source_arguments, run
 from stream.sources.sqlite import DEFAULT_PAGE_SIZE
 from stream.sources.transcript_store import zstd_decompressor
@@ -104,13 +104,10 @@ def open_source(args: argparse.Namespace) -> Source:
     )
     if args.projected:
         return ProjectedSource(gateway)
-    stores = find_stores(args.state_dir, args.store, args.agent)
-    origin = args.store or args.state_dir or default_state_dir()
     return GatewaySource(
         gateway,
-        stores,
+        Stores.of(args.state_dir, args.store, args.agent),
         args.checkpoint,
-        str(origin.resolve()),
         poll_interval=args.poll_interval,
         page_size=args.page_size,
         decompress=zstd_decompressor(),

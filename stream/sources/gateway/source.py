@@ -17,6 +17,7 @@ nothing twice.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from pathlib import Path
 from stream.sources.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from stream.sources.gateway.client import INITIAL_BACKOFF, MAX_BACKOFF, GatewayClient
 from stream.sources.gateway.protocol import Auth, SessionEvent
+from stream.sources.gateway.stores import Stores
 from stream.sources.publish import Batch, Record
 from stream.sources.transcript_store import (
     Decompress,
@@ -35,6 +37,8 @@ from stream.sources.transcript_store import (
     progress_from_json,
     progress_to_json,
 )
+
+log = logging.getLogger(__name__)
 
 KIND = "gateway"
 # sessions.changed reasons after which sessions may have appeared, gone or been rewritten.
@@ -58,35 +62,33 @@ class GatewaySource:
     def __init__(
         self,
         gateway: Gateway,
-        stores: dict[str, Path],
+        stores: Stores,
         checkpoint: Path,
-        origin: str,
         *,
         poll_interval: float,
         page_size: int,
         decompress: Decompress | None,
     ) -> None:
         self.gateway = gateway
+        self.locations = stores
         self.checkpoint = checkpoint
-        self.origin = origin
+        self.origin = str(stores.origin)
         self.poll_interval = poll_interval
-        saved = _load(checkpoint, origin)
-        self.stores = {
-            agent: TranscriptStore(
-                path, saved.get(agent, Progress({})), page_size, decompress, agent_id=agent
-            )
-            for agent, path in stores.items()
-        }
+        self.page_size = page_size
+        self.decompress = decompress
+        self._saved = _load(checkpoint, self.origin)
+        self.stores: dict[str, TranscriptStore] = {}
         self._dirty: dict[str, set[str]] = defaultdict(set)
-        self._sweeps: set[str] = set(self.stores)  # agents whose whole store is to be read
-        self._last_sweep = time.monotonic()
+        self._sweeps: set[str] = set()  # agents whose whole store is to be read
+        self._last_sweep: float | None = None  # None: a full sweep is due
+        self._waiting_logged = False
         self.client: GatewayClient | None = None
 
     def poll(self) -> Batch[Positions]:
         now = time.monotonic()
-        if now - self._last_sweep >= self.poll_interval:
+        if self._last_sweep is None or now - self._last_sweep >= self.poll_interval:
+            self._discover()
             self._sweeps.update(self.stores)
-        if self._sweeps >= set(self.stores):
             self._last_sweep = now
         sweeps, self._sweeps = self._sweeps, set()
         dirty, self._dirty = self._dirty, defaultdict(set)
@@ -117,7 +119,9 @@ class GatewaySource:
             for agent, progress in batch.position.items()
         )
         if changed:
-            content = {agent: progress_to_json(p) for agent, p in batch.position.items()}
+            # Agents not opened (yet) keep what the checkpoint had for them.
+            saved = {**self._saved, **batch.position}
+            content = {agent: progress_to_json(p) for agent, p in saved.items()}
             save_checkpoint(self.checkpoint, KIND, self.origin, {"stores": content})
         for agent, progress in batch.position.items():
             self.stores[agent].advance(progress)
@@ -126,10 +130,28 @@ class GatewaySource:
         for store in self.stores.values():
             store.close()
 
+    def _discover(self) -> None:
+        """Opens the stores that appeared since the last look (all of them, the first time)."""
+        for agent, path in self.locations.found().items():
+            if agent not in self.stores:
+                log.info("following agent %s: %s", agent, path)
+                self.stores[agent] = TranscriptStore(
+                    path, self._saved.get(agent, Progress({})), self.page_size,
+                    self.decompress, agent_id=agent,
+                )
+        if not self.stores and not self._waiting_logged:
+            log.warning("no agent store at %s yet; looking again every %g s",
+                        self.locations.describe(), self.poll_interval)
+            self._waiting_logged = True
+
     async def watch(self, news: asyncio.Event, stop: asyncio.Event) -> None:
         def on_event(event: SessionEvent) -> None:
             agent = event.agent_id or agent_of_session_key(event.session_key)
+            if agent is None or not self.locations.follows(agent):
+                return
             if agent not in self.stores:
+                self._last_sweep = None  # its store is new, or about to be: look for it now
+                news.set()
                 return
             if event.session_id is not None:
                 self._dirty[agent].add(event.session_id)
@@ -140,7 +162,7 @@ class GatewaySource:
             news.set()
 
         def on_connected() -> None:
-            self._sweeps.update(self.stores)
+            self._last_sweep = None  # events sent while away are not replayed: read it all
             news.set()
 
         gateway = self.gateway
