@@ -101,6 +101,8 @@ class GatewayClient:
                     retry_after = error.retry_after
             except ProtocolError as error:
                 problem = f"the gateway at {self.url} broke the protocol: {error}"
+            except websockets.ConnectionClosed as error:
+                problem = f"the gateway at {self.url} closed the connection: {_closing(error)}"
             except TRANSPORT_ERRORS as error:
                 problem = f"no gateway answers at {self.url}: {_describe(error)}"
             if self.connected:
@@ -185,6 +187,13 @@ class GatewayClient:
             self.on_event(event)
         elif is_event(frame, "shutdown"):
             log.info("the gateway at %s is shutting down", self.url)
+
+
+def _closing(error: websockets.ConnectionClosed) -> str:
+    close = error.rcvd or error.sent
+    if close is None:
+        return "no close frame (the connection dropped)"
+    return f"code {close.code}" + (f" ({close.reason})" if close.reason else "")
 
 
 def _describe(error: BaseException) -> str:
