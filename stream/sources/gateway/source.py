@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from stream.sources.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from stream.sources.checkpoint import CheckpointError, CheckpointWriter, load_checkpoint
 from stream.sources.gateway.client import INITIAL_BACKOFF, MAX_BACKOFF, GatewayClient
 from stream.sources.gateway.protocol import Auth, SessionEvent
 from stream.sources.gateway.stores import Stores
@@ -77,6 +77,7 @@ class GatewaySource:
         self.page_size = page_size
         self.decompress = decompress
         self._saved = _load(checkpoint, self.origin)
+        self._writer = CheckpointWriter(checkpoint, KIND, self.origin)
         self.stores: dict[str, TranscriptStore] = {}
         self._dirty: dict[str, set[str]] = defaultdict(set)
         self._sweeps: set[str] = set()  # agents whose whole store is to be read
@@ -122,13 +123,14 @@ class GatewaySource:
             # Agents not opened (yet) keep what the checkpoint had for them.
             saved = {**self._saved, **batch.position}
             content = {agent: progress_to_json(p) for agent, p in saved.items()}
-            save_checkpoint(self.checkpoint, KIND, self.origin, {"stores": content})
+            self._writer.save({"stores": content})
         for agent, progress in batch.position.items():
             self.stores[agent].advance(progress)
 
     def close(self) -> None:
         for store in self.stores.values():
             store.close()
+        self._writer.close()
 
     def _discover(self) -> None:
         """Opens the stores that appeared since the last look (all of them, the first time)."""
