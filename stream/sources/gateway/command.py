@@ -98,7 +98,8 @@ def _read_secret(path: Path) -> str:
 
 
 def open_source(args: argparse.Namespace) -> Source:
-    credentials(args)  # fail now, not at the first connection, when there is no secret
+    if not args.once:
+        credentials(args)  # fail now, not at the first connection, when there is no secret
     gateway = Gateway(
         args.url, lambda: credentials(args), Settings.load(args).startup_deadline
     )

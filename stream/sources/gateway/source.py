@@ -41,11 +41,12 @@ from stream.sources.transcript_store import (
 log = logging.getLogger(__name__)
 
 KIND = "gateway"
-# sessions.changed reasons after which sessions may have appeared, gone or been rewritten.
-LIFECYCLE_REASONS = frozenset(
-    {"create", "reset", "delete", "deleted", "archive", "archived", "compact", "rewind",
-     "fork", "recover", "restore"}
-)
+# sessions.changed reasons after which sessions may have appeared, gone or been rewritten (as
+# OpenClaw 2026.9.6's gateway names them): the whole store is looked at, not only the session.
+LIFECYCLE_REASONS = frozenset({
+    "create", "new", "reset", "delete", "deleted", "archive", "move", "fork", "rewind",
+    "compact", "compaction", "recovery",
+})
 
 Positions = dict[str, Progress]  # per agent
 
