@@ -40,7 +40,7 @@ from tests.openclaw.pipeline import (
     without_source,
     write_memory,
 )
-from tests.sources.test_gateway_command import records
+from tests.sources.helpers import records_with_headers
 
 pytestmark = [
     pytest.mark.openclaw,
@@ -172,8 +172,8 @@ def gateway_run(
     outputs = run_worker(settings, work / "worker.log", sum(map(len, inputs.values())))
     return GatewayRun(
         gateway, rows, compacted_before, compacted_after, inputs,
-        [h for _, _, h in records(broker, settings.input_topic)],
-        [h for _, _, h in records(broker, settings.clean_topic)],
+        [h for _, _, h in records_with_headers(broker, settings.input_topic)],
+        [h for _, _, h in records_with_headers(broker, settings.clean_topic)],
         outputs, clean_rows_offline(inputs, work), write_memory(settings, work / "memory"),
         source.text(), exit_code,
     )

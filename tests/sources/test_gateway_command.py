@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -13,8 +12,6 @@ from pathlib import Path
 import pytest
 
 from stream.brokers import RunningBroker
-from stream.consumers.tail import read_topic
-from stream.settings import Settings
 from tests.sources.fake_gateway import (
     REFUSALS,
     TOKEN,
@@ -22,6 +19,7 @@ from tests.sources.fake_gateway import (
     ThreadedGateway,
     session_message,
 )
+from tests.sources.helpers import records_with_headers
 from tests.sources.sqlite_store import create_openclaw_store, insert, open_window
 
 pytestmark = pytest.mark.integration
@@ -35,18 +33,6 @@ def command(state: Path, url: str, broker: RunningBroker, topic: str, *extra: st
         "--checkpoint", str(state.parent / "gateway.json"), "--broker", broker.url,
         "--input-topic", topic, "--partitions", "2", *extra,
     ]
-
-
-def records(broker: RunningBroker, topic: str) -> list[tuple[bytes, bytes, dict[str, bytes]]]:
-    settings = Settings.load(None, {"SESSION_STREAM_BROKER": broker.url})
-
-    async def read() -> list:
-        return [
-            (record.key, record.value, dict(record.headers))
-            async for record in read_topic(settings, topic, follow=False)
-        ]
-
-    return asyncio.run(read())
 
 
 def test_events_are_published_from_the_store_with_their_headers(
@@ -77,7 +63,7 @@ def test_events_are_published_from_the_store_with_their_headers(
     assert process.returncode == 0, stderr
     assert "published 2 records" in stderr
     assert TOKEN not in stderr
-    published = records(broker, "gateway-events")
+    published = records_with_headers(broker, "gateway-events")
     assert [(key, value) for key, value, _ in published] == [(b"s", v) for v in expected]
     assert published[0][2]["openclaw-session-key"] == b"agent:main:main"
 
