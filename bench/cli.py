@@ -1,5 +1,5 @@
 """`python -m bench [--quick] [--out FILE] [--broker tansu|kafka|both] [--entries N] [--warmup N]
-[--skip-e2e]`
+[--latency-seconds S] [--skip-e2e]`
 
 Runs every section, writes the results as JSON (default bench/results/latest.json) and prints
 a table. It reports and never asserts: a missed target is a line in the table, not a failure.
@@ -47,13 +47,15 @@ class Config:
     e2e: bool = True
     profile: bool = True
     profile_entries: int = 20_000
+    # seconds of steady load per source in the source latency section (0: skipped)
+    latency_seconds: float = 60.0
     quick: bool = False
 
 
 QUICK = Config(entries=5_000, repeats=2, scaling_sessions=50, scaling_length=20,
                idle_sessions=1_000, rss_sessions=10_000,
                rounds=1, warmup_entries=1_000, recovery_sessions=10_000, quix="skip", profile=False,
-               profile_entries=5_000, quick=True)
+               profile_entries=5_000, latency_seconds=10.0, quick=True)
 
 
 def _versions() -> dict:
@@ -217,6 +219,7 @@ def run_brokers(config: Config, results: dict, workdir: Path, log=print) -> None
                 section["quix_unavailable"] = quix_note
             results["e2e"][kind] = section
             results["recovery"][kind] = recovery(broker, config.recovery_sessions, workdir, log)
+            _source_latency(config, kind, broker, results, workdir=workdir, log=log)
             if config.profile and kind == config.brokers[0]:
                 profile = worker_profile(broker, input_topic, len(records), workdir, log)
                 cpu = section["contenders"]["worker"].get("contender_cpu_us_per_entry")
@@ -225,6 +228,16 @@ def run_brokers(config: Config, results: dict, workdir: Path, log=print) -> None
         finally:
             broker.stop()
         timings[f"broker_{kind}"] = time.perf_counter() - started
+
+
+def _source_latency(config: Config, kind: str, broker, results: dict, *, workdir: Path,
+                    log) -> None:
+    """On the first broker only: the figure is the source's, not the broker's."""
+    from bench import source_latency
+
+    if config.latency_seconds and kind == config.brokers[0]:
+        results["source_latency"] = source_latency.run(broker, config.latency_seconds, workdir,
+                                                       log)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="sessions of the RSS probe (1M by default; fewer: extrapolated)")
     parser.add_argument("--recovery-sessions", type=int)
     parser.add_argument("--no-profile", action="store_true", help="skip the worker profile")
+    parser.add_argument("--latency-seconds", type=float,
+                        help="steady load per source in the source latency section (0: skip)")
     parser.add_argument("--no-quix", action="store_true",
                         help="leave out the Quix Streams peer (and never create its venv)")
     return parser
@@ -266,6 +281,8 @@ def config_from(args: argparse.Namespace) -> Config:
         changes["e2e"] = False
     if args.no_profile:
         changes["profile"] = False
+    if args.latency_seconds is not None:
+        changes["latency_seconds"] = args.latency_seconds
     if args.no_quix:
         changes["quix"] = "skip"
     return replace(config, **changes)
@@ -301,6 +318,7 @@ def run(config: Config, out: Path, command: str = "python -m bench", log=None) -
     else:
         results["e2e"] = {"skipped": "--skip-e2e"}
         results["recovery"] = {"skipped": "--skip-e2e"}
+        results["source_latency"] = {"skipped": "--skip-e2e"}
     results["targets"] = targets(results)
     results["meta"]["seconds_total"] = time.perf_counter() - started
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -55,12 +55,32 @@ def targets(results: dict) -> list[dict]:
         add(f"{broker}: worker / Quix Streams (goal)",
             _get(e2e, "ratios", "worker_over_quix"), ">=", 1.0,
             "" if _get(e2e, "contenders", "quix") else (e2e.get("quix_unavailable") or ""))
+    latency = results.get("source_latency") or {}
+    for name in ("gateway", "follow_sqlite"):
+        if isinstance(latency.get(name), dict):
+            add(f"{name} source: p99 from store commit to clean topic at 200 rows/s, ms",
+                latency[name].get("p99_ms"), "<=", 250.0, judged=name == "gateway")
     for broker, rec in (results.get("recovery") or {}).items():
         if isinstance(rec, dict) and "sessions" in rec:
             add(f"{broker}: restart to first output with {rec['sessions']:,} sessions, s",
                 rec.get("seconds_to_first_output"), "<=", 10.0,
                 "" if rec["sessions"] >= 100_000 else "fewer sessions than the target's 100k")
     return rows
+
+
+def _latency_lines(latency: dict, out: Callable[[str], None]) -> None:
+    if "gateway" not in latency:
+        return
+    out(f"== source latency: store commit -> clean topic, {_num(latency['rate_rows_per_s'])} "
+        f"rows/s over {latency['sessions']} sessions, {_num(latency['seconds'])} s ==")
+    for name in ("gateway", "follow_sqlite"):
+        run = latency.get(name) or {}
+        raw = run.get("to_input_topic") or {}
+        out(f"{name:14s} p50 {_num(run.get('p50_ms'), 0)} ms  p99 {_num(run.get('p99_ms'), 0)} "
+            f"ms  max {_num(run.get('max_ms'), 0)} ms  (to the input topic: p50 "
+            f"{_num(raw.get('p50_ms'), 0)}, p99 {_num(raw.get('p99_ms'), 0)} ms)  "
+            f"{_num(run.get('arrived'))} of {_num(run.get('rows'))} rows"
+            + (f"  [error: {run['error'][:100]}]" if run.get("error") else ""))
 
 
 def _num(value, digits: int = 2) -> str:
@@ -167,6 +187,7 @@ def _broker_lines(results: dict, out: Callable[[str], None]) -> None:
         out(f"ratios        worker/naive Faust {_num(r.get('worker_over_naive_faust'))}, "
             f"worker/Quix {_num(r.get('worker_over_quix'))}, "
             f"worker/raw aiokafka {_num(r.get('worker_over_raw_aiokafka'))}")
+    _latency_lines(results.get("source_latency") or {}, out)
     for broker, rec in (results.get("recovery") or {}).items():
         out(f"== recovery: {broker} ==")
         if "sessions" not in rec:

@@ -13,6 +13,7 @@ from stream.kafka.configuration import SecurityError
 from stream.settings import Settings, add_options
 from stream.sources import follow, produce
 from stream.sources import sqlite as follow_sqlite
+from stream.sources.gateway import command as gateway
 
 
 def _add_clean(commands: argparse._SubParsersAction) -> None:
@@ -84,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_module(commands, "follow", follow, "publish lines appended to live session files")
     _add_module(commands, "follow-sqlite", follow_sqlite,
                 "publish new events of an agent's SQLite store")
+    _add_module(commands, "gateway", gateway,
+                "publish transcripts as the OpenClaw Gateway's event bus announces them")
     return parser
 
 

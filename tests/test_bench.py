@@ -204,3 +204,13 @@ def test_the_command_line_defaults() -> None:
 def test_the_warm_up_can_be_sized_or_left_out() -> None:
     assert cli.config_from(cli.build_parser().parse_args([])).warmup_entries == 10_000
     assert cli.config_from(cli.build_parser().parse_args(["--warmup", "0"])).warmup_entries == 0
+
+
+def test_the_source_latency_target_judges_the_gateway_source_only() -> None:
+    latency = {"gateway": {"p99_ms": 99.0}, "follow_sqlite": {"p99_ms": 1059.0}}
+    rows = {row["target"].split(" source")[0]: row for row in targets({"source_latency": latency})
+            if "source:" in row["target"]}
+
+    assert rows["gateway"]["met"] is True
+    assert rows["follow_sqlite"]["met"] is None  # the comparison, reported, not judged
+    assert rows["follow_sqlite"]["value"] == 1059.0

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 # errors a resend cannot cure: the broker refuses the record at any time
 NEVER_FITS = (MessageSizeTooLargeError, RecordTooLargeError)
 MAX_BACKOFF_S = 30.0
+# Kafka record headers, (name, value) pairs.
+Headers = tuple[tuple[str, bytes], ...]
 # Sends awaited together: bounds the futures (and so the unsent records) held at once
 # while still letting the producer fill whole batches between waits.
 SEND_WINDOW = 1000
@@ -71,17 +73,19 @@ def make_producer(settings: Settings) -> AIOKafkaProducer:
 async def send_records(
     producer: AIOKafkaProducer,
     topic: str,
-    records: Iterable[tuple[bytes | None, bytes]],
+    records: Iterable[tuple[bytes | None, bytes] | tuple[bytes | None, bytes, Headers]],
     window: int = SEND_WINDOW,
 ) -> int:
-    """Send (key, value) records in order and wait until all are acknowledged; returns the count.
+    """Send (key, value) or (key, value, headers) records in order and wait until all are
+    acknowledged; returns the count.
 
     Raises the first delivery error (a KafkaError).
     """
     pending: list[asyncio.Future] = []
     sent = 0
-    for key, value in records:
-        pending.append(await producer.send(topic, value=value, key=key))
+    for key, value, *rest in records:
+        headers = list(rest[0]) if rest else None
+        pending.append(await producer.send(topic, value=value, key=key, headers=headers))
         if len(pending) >= window:
             sent += await _acknowledged(pending)
     return sent + await _acknowledged(pending)

@@ -8,6 +8,7 @@ one, so a restart neither loses nor re-sends records.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +71,58 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+class CheckpointWriter:
+    """Saves checkpoints on a thread of its own, the latest one first, so that a slow fsync
+    (tens to hundreds of ms on a busy disk) does not hold up the next read and send.
+
+    `save()` hands over a content and returns at once; a content handed over while a write is
+    in progress replaces any that waits, since only the newest position matters. A crash loses
+    at most the writes not yet done: records acknowledged but not checkpointed are sent again
+    on restart, as they are when a crash comes between the acknowledgement and a synchronous
+    save. `close()` writes what waits and raises what a write raised.
+    """
+
+    def __init__(self, path: Path, kind: str, origin: str) -> None:
+        self.path = path
+        self.kind = kind
+        self.origin = origin
+        self._waiting: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+        self._wake = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="checkpoint", daemon=True)
+        self._thread.start()
+
+    def save(self, content: dict[str, Any]) -> None:
+        with self._wake:
+            self._raise()
+            self._waiting = content
+            self._wake.notify()
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join()
+        self._raise()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while self._waiting is None and not self._closed:
+                    self._wake.wait()
+                content, self._waiting = self._waiting, None
+                if content is None:
+                    return
+            try:
+                save_checkpoint(self.path, self.kind, self.origin, content)
+            except OSError as error:
+                with self._wake:
+                    self._error = error
+                return

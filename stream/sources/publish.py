@@ -5,6 +5,10 @@ they are delivered, without moving. The loop sends them through the producer of
 `stream.sources.produce` (acks=all, a bounded window of unacknowledged sends) and only then calls
 `commit()`, which moves the source and saves its checkpoint. A crash between the two re-sends
 the batch on restart (at-least-once; the worker drops repeated entry ids), and never skips it.
+
+A live source (`LiveSource`: the gateway source) also runs a watcher beside the loop, which says
+when there is news (an event on the gateway's bus); the loop then polls at once instead of
+waiting for the next interval.
 """
 
 from __future__ import annotations
@@ -18,16 +22,17 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Protocol, TextIO, TypeVar
+from typing import Generic, Protocol, TextIO, TypeVar, runtime_checkable
 
 from aiokafka.errors import KafkaError
 
 from stream.kafka.admin import ensure_input_topic
-from stream.kafka.producer import make_producer, send_records
+from stream.kafka.producer import Headers, make_producer, send_records
 from stream.settings import Settings, add_options
 from stream.sources.checkpoint import CheckpointError
 
-Record = tuple[bytes, bytes]
+# (key, value), or (key, value, headers) for a source that knows more than the key.
+Record = tuple[bytes, bytes] | tuple[bytes, bytes, Headers]
 Send = Callable[[list[Record]], Awaitable[object]]
 P = TypeVar("P")
 DEFAULT_POLL_INTERVAL = 1.0
@@ -52,6 +57,16 @@ class Source(Protocol[P]):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class LiveSource(Source[P], Protocol[P]):
+    async def watch(self, news: asyncio.Event, stop: asyncio.Event) -> None:
+        """Runs beside `pump` until `stop`; sets `news` when a poll may find something.
+
+        Raises SourceError when the source cannot go on; `pump` then stops with it.
+        """
+        ...
+
+
 async def pump(
     source: Source[P],
     send: Send,
@@ -65,20 +80,48 @@ async def pump(
     Returns the number of records sent. A failing send raises before the commit.
     """
     stop = stop or asyncio.Event()
+    news = asyncio.Event()
+    watcher = None
+    if isinstance(source, LiveSource) and not once:
+        watcher = asyncio.create_task(source.watch(news, stop))
     sent = 0
-    while not stop.is_set():
-        batch = source.poll()
-        if batch.records:
-            await send(batch.records)
-            sent += len(batch.records)
-        source.commit(batch)
-        if batch.more:
-            continue
-        if once:
-            break
-        with suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), poll_interval)
+    try:
+        while not stop.is_set():
+            news.clear()  # before the poll: news arriving during it is not lost
+            batch = source.poll()
+            if batch.records:
+                await send(batch.records)
+                sent += len(batch.records)
+            source.commit(batch)
+            if batch.more:
+                continue
+            if once:
+                break
+            await _next_round(stop, news, watcher, poll_interval)
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with suppress(asyncio.CancelledError):
+                await watcher
     return sent
+
+
+async def _next_round(
+    stop: asyncio.Event, news: asyncio.Event, watcher: asyncio.Task | None, timeout: float
+) -> None:
+    """Waits for a stop, news, or the poll interval; raises what a failed watcher raised."""
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(news.wait())]
+    try:
+        await asyncio.wait(
+            [*waits, *([watcher] if watcher is not None else [])],
+            timeout=timeout,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    finally:
+        for wait in waits:
+            wait.cancel()
+    if watcher is not None and watcher.done():
+        watcher.result()  # raises its error; a watcher only returns once stopped
 
 
 async def publish(settings: Settings, source: Source[P], poll_interval: float, once: bool) -> int:

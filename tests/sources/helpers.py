@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
+from stream.brokers import RunningBroker
+from stream.consumers.tail import read_topic
+from stream.settings import Settings
 from stream.sources.publish import Record, Source, pump
 
 
@@ -24,3 +27,18 @@ def by_key(records: list[Record]) -> dict[bytes, list[bytes]]:
     for key, value in records:
         grouped[key].append(value)
     return dict(grouped)
+
+
+def records_with_headers(
+    broker: RunningBroker, topic: str
+) -> list[tuple[bytes, bytes, dict[str, bytes]]]:
+    """Every record of `topic`: key, value and headers."""
+    settings = Settings.load(None, {"SESSION_STREAM_BROKER": broker.url})
+
+    async def read() -> list:
+        return [
+            (record.key, record.value, dict(record.headers))
+            async for record in read_topic(settings, topic, follow=False)
+        ]
+
+    return asyncio.run(read())

@@ -8,7 +8,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from stream.sources.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from stream.sources.checkpoint import (
+    CheckpointError,
+    CheckpointWriter,
+    load_checkpoint,
+    save_checkpoint,
+)
 from stream.sources.publish import Batch, Record, pump
 
 
@@ -122,3 +127,23 @@ def test_unusable_checkpoints_are_refused(tmp_path: Path, content: bytes, messag
 
     with pytest.raises(CheckpointError, match=message):
         load_checkpoint(path, "follow", "/data")
+
+
+def test_the_checkpoint_writer_saves_the_latest_content_and_flushes_on_close(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.json"
+    writer = CheckpointWriter(path, "test", "origin")
+    for n in range(50):
+        writer.save({"n": n})
+    writer.close()
+
+    assert load_checkpoint(path, "test", "origin")["n"] == 49
+
+
+def test_a_failed_background_save_is_raised_by_the_next_call(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    writer = CheckpointWriter(tmp_path / "file" / "c.json", "test", "origin")  # parent: a file
+    writer.save({"n": 1})
+    with pytest.raises(OSError):
+        writer.close()

@@ -1,0 +1,7 @@
+"""`session-stream gateway`: the OpenClaw Gateway's event bus says when, the store says what.
+
+protocol.py holds the frames of the Gateway WebSocket protocol v4, client.py the connection
+(handshake, subscription, keepalive, reconnects), stores.py how the agent stores are found,
+source.py the source itself, projection.py the display-projection mode for a remote gateway,
+and command.py the command line.
+"""

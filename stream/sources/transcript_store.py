@@ -1,0 +1,535 @@
+"""The one reader of OpenClaw's per-agent SQLite store, shared by `follow-sqlite` and `gateway`.
+
+OpenClaw 2026.8+ keeps an agent's transcripts in openclaw-agent.sqlite, table
+transcript_events(session_id, seq, event_json, created_at, event_zstd, event_utf8_bytes, ...)
+with primary key (session_id, seq). The reader opens it read-only and returns each new event
+byte for byte, keyed by its session id, in seq order per session. Events are read in keyset
+pages (seq above the last one sent, per session); every SELECT is its own short read
+transaction and none is open while sending, so OpenClaw's writer and WAL checkpoints are never
+held up.
+
+Rewrites. OpenClaw also replaces a transcript's rows in place: `sessions.compact` with
+`maxLines` keeps the header and the newest lines renumbered from seq 0, a rewind or retry
+replaces the suffix from some seq, an exact rewrite updates rows where they are. Each of these
+rotates `transcript_rewrite_watermarks.generation` in the same transaction, and a reader that
+only asks for `seq > last` would miss what changed (or, once the session is shorter, everything
+after it). So the reader keeps, per session, a chain digest of the events it sent (each one
+seeded with the digest before it) and the chain's value every STRIDE events. When the
+generation changes, or the session's last seq falls below the last one sent, it reads the
+session again from its start, finds the last mark that still matches and sends the session
+again from there: every event at and after the first changed one, plus at most STRIDE - 1
+unchanged ones before it, which the worker drops as redeliveries (same id, same bytes). A
+rotation that changed nothing already sent (a rewrite of rows not read yet) sends nothing.
+
+Records carry headers from the store when it has them: the agent id (from the session key, or
+the agents/<id>/agent/ folder), the session key, the previous session id and the reason of the
+session's window (reset, rollover, fork, ...), and the transcript generation.
+
+Newer builds store a large event zstd-compressed in event_zstd with event_json NULL; reading
+those needs the `zstandard` package (or Python 3.14+, whose compression.zstd is used instead).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import xxhash
+
+from stream.sources.checkpoint import CheckpointError
+from stream.sources.publish import Headers, Record, SourceError
+
+log = logging.getLogger(__name__)
+
+TABLE = "transcript_events"
+WATERMARKS = "transcript_rewrite_watermarks"
+WINDOWS = "session_windows"
+# Under WAL a reader waits for a lock only while a crashed writer's log is recovered.
+BUSY_TIMEOUT = 5.0
+# Events between two kept chain marks: a rewrite re-sends at most this many - 1 unchanged
+# events before the first changed one, and a session's checkpoint grows by one mark per STRIDE.
+STRIDE = 64
+# Payload columns in the order the page queries select them; absent ones read as NULL.
+# The cast returns event_json's bytes as stored, so they are published unchanged.
+PAYLOAD = (
+    ("event_json", "CAST(event_json AS BLOB)"),
+    ("event_zstd", "event_zstd"),
+    ("event_utf8_bytes", "event_utf8_bytes"),
+)
+
+# (compressed bytes, decompressed size if known) -> decompressed bytes; ValueError if corrupt.
+Decompress = Callable[[bytes, int | None], bytes]
+
+
+def zstd_decompressor() -> Decompress | None:
+    """zstd from the standard library (Python 3.14+), else from `zstandard`, else None."""
+    try:
+        from compression import zstd
+    except ImportError:
+        pass
+    else:
+
+        def decompress_stdlib(data: bytes, _size: int | None) -> bytes:
+            try:
+                return zstd.decompress(data)
+            except zstd.ZstdError as error:
+                raise ValueError(str(error)) from error
+
+        return decompress_stdlib
+    try:
+        import zstandard
+    except ImportError:
+        return None
+
+    def decompress_package(data: bytes, size: int | None) -> bytes:
+        try:
+            # A frame written without its content size needs the size given.
+            return zstandard.ZstdDecompressor().decompress(data, max_output_size=size or 0)
+        except zstandard.ZstdError as error:
+            raise ValueError(str(error)) from error
+
+    return decompress_package
+
+
+def chained(digest: int, value: bytes) -> int:
+    """The chain digest after `value`: it depends on every event before it, in order."""
+    return xxhash.xxh3_64_intdigest(value, seed=digest)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """What was sent of one session: how many events, their chain digest, and its marks."""
+
+    count: int = 0
+    digest: int = 0
+    marks: tuple[int, ...] = ()  # the digest after STRIDE, 2 * STRIDE, ... events
+
+    def extend(self, value: bytes) -> Chain:
+        digest = chained(self.digest, value)
+        count = self.count + 1
+        marks = (*self.marks, digest) if count % STRIDE == 0 else self.marks
+        return Chain(count, digest, marks)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where one session stands: the last seq sent, the generation it was read under, and the
+    chain of what was sent (None for a checkpoint written before chains were kept)."""
+
+    seq: int
+    generation: str | None = None
+    chain: Chain | None = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    marks: dict[str, Mark]  # per session
+    # PRAGMA data_version of a poll that read everything: while it stays, nothing is new.
+    read_version: int | None = None
+
+    @property
+    def last_seq(self) -> dict[str, int]:
+        return {session: mark.seq for session, mark in self.marks.items()}
+
+
+@dataclass(frozen=True)
+class Read:
+    """What one read found: the records (in order) and where the store stands after them."""
+
+    records: list[Record]
+    progress: Progress
+    more: bool = False
+
+
+@dataclass(frozen=True)
+class Window:
+    """A session's row in session_windows, as far as downstream needs it."""
+
+    session_key: str | None
+    previous_session_id: str | None
+    reason: str | None
+
+
+class TranscriptStore:
+    """Reads one agent database; sends nothing and moves nothing itself.
+
+    `read()` looks at every session, `read_sessions()` at the named ones only (what the gateway
+    source does on an event); both return the records and the progress they reach, which the
+    caller adopts with `advance()` once the records are acknowledged.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        progress: Progress,
+        page_size: int,
+        decompress: Decompress | None = None,
+        agent_id: str | None = None,
+    ) -> None:
+        if not path.is_file():
+            # mode=ro would only say "unable to open database file", and only once polled.
+            raise SourceError(f"{path} does not exist or is not a file")
+        self.path = path
+        self.page_size = page_size
+        self.decompress = decompress
+        self.agent_id = agent_id if agent_id is not None else agent_of_path(path)
+        self.progress = progress
+        self._connection: sqlite3.Connection | None = None
+        self._windows: dict[str, Window] = {}
+
+    def read(self) -> Read:
+        try:
+            return self._read_all(self.connect())
+        except sqlite3.Error as error:
+            raise SourceError(f"cannot read {self.path}: {error}") from error
+
+    def read_sessions(self, sessions: Iterable[str]) -> Read:
+        """The new events of these sessions only; the read version is left as it was, since
+        the other sessions were not looked at."""
+        try:
+            connection = self.connect()
+            columns = self._columns(connection)
+            tops = self._tops(connection, sorted(set(sessions)))
+            marks = dict(self.progress.marks)
+            records, more = self._read_tops(connection, columns, tops, marks)
+            return Read(records, Progress(marks, self.progress.read_version), more)
+        except sqlite3.Error as error:
+            raise SourceError(f"cannot read {self.path}: {error}") from error
+
+    def advance(self, progress: Progress) -> None:
+        self.progress = progress
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def connect(self) -> sqlite3.Connection:
+        """One connection kept across polls: data_version only compares within a connection.
+
+        Holding it open holds no lock; autocommit mode makes each SELECT its own transaction.
+        """
+        if self._connection is None:
+            uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+            connection = sqlite3.connect(
+                uri,
+                uri=True,
+                isolation_level=None,
+                timeout=BUSY_TIMEOUT,
+                check_same_thread=False,
+            )
+            connection.execute("PRAGMA query_only = ON")
+            self._connection = connection
+        return self._connection
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _read_all(self, connection: sqlite3.Connection) -> Read:
+        (version,) = connection.execute("PRAGMA data_version").fetchone()
+        if version == self.progress.read_version:
+            return Read([], self.progress)
+        columns = self._columns(connection)
+        tops = self._tops(connection, None)
+        # Sessions no longer in the table are forgotten, so the checkpoint does not grow forever.
+        marks = {s: mark for s, mark in self.progress.marks.items() if s in tops}
+        records, more = self._read_tops(connection, columns, tops, marks)
+        return Read(records, Progress(marks, None if more else version), more)
+
+    def _tops(
+        self, connection: sqlite3.Connection, sessions: list[str] | None
+    ) -> dict[str, tuple[int, str | None]]:
+        """Per session, its highest seq and its generation (None without one)."""
+        generation = (
+            f"(SELECT generation FROM {WATERMARKS} w WHERE w.session_id = e.session_id)"
+            if self._has_table(connection, WATERMARKS)
+            else "NULL"
+        )
+        select = f"SELECT e.session_id, max(e.seq), {generation} FROM {TABLE} e"
+        if sessions is None:
+            rows = connection.execute(
+                f"{select} GROUP BY e.session_id ORDER BY e.session_id"
+            ).fetchall()
+        else:
+            rows = []
+            for session_id in sessions:
+                row = connection.execute(f"{select} WHERE e.session_id = ?", (session_id,))
+                found = row.fetchone()
+                if found is not None and found[0] is not None:
+                    rows.append(found)
+        return {session_id: (top, gen) for session_id, top, gen in rows}
+
+    def _read_tops(
+        self,
+        connection: sqlite3.Connection,
+        columns: set[str],
+        tops: dict[str, tuple[int, str | None]],
+        marks: dict[str, Mark],
+    ) -> tuple[list[Record], bool]:
+        """Reads the sessions in `tops` past their marks, up to the page budget; updates
+        `marks` in place. Returns the records and whether the budget cut the read short."""
+        first_page, next_page = _page_queries(columns)
+        records: list[Record] = []
+        budget = self.page_size
+        more = False
+        for session_id, (top, generation) in tops.items():
+            mark = marks.get(session_id)
+            if mark is not None and (
+                mark.chain is None or mark.generation != generation or top < mark.seq
+            ):
+                mark = self._resume_point(connection, first_page, session_id, mark, generation, top)
+                if mark is None:
+                    marks.pop(session_id, None)
+                else:
+                    marks[session_id] = mark
+            if mark is not None and top <= mark.seq:
+                continue
+            if budget == 0:
+                more = True
+                break
+            if mark is None:
+                rows = connection.execute(first_page, (session_id, budget)).fetchall()
+            else:
+                rows = connection.execute(next_page, (session_id, mark.seq, budget)).fetchall()
+            if not rows:
+                continue  # deleted since the discovery query
+            budget -= len(rows)
+            chain = mark.chain if mark is not None and mark.chain is not None else Chain()
+            headers = self._headers(connection, session_id, generation)
+            key = session_id.encode("utf-8")
+            for _seq, value in self._events(session_id, rows):
+                records.append((key, value, headers) if headers else (key, value))
+                chain = chain.extend(value)
+            marks[session_id] = Mark(rows[-1][0], generation, chain)
+            more = more or rows[-1][0] < top
+        return records, more
+
+    def _resume_point(  # noqa: PLR0917 - private, called once
+        self,
+        connection: sqlite3.Connection,
+        first_page: str,
+        session_id: str,
+        mark: Mark,
+        generation: str | None,
+        top: int,
+    ) -> Mark | None:
+        """After a possible rewrite: the mark to go on from (None: from the session's start).
+
+        Reads the session from its start, at most as far as was sent, comparing the chain.
+        """
+        chain = mark.chain
+        if chain is None:
+            return self._adopt(connection, first_page, session_id, Mark(mark.seq, generation), top)
+        good: Mark | None = None
+        current = Chain()
+        cursor = connection.execute(first_page, (session_id, -1))  # LIMIT -1: no limit
+        try:
+            for seq, value in self._events(session_id, cursor):
+                current = current.extend(value)
+                if current.count == chain.count and current.digest == chain.digest:
+                    log.info(
+                        "session %s in %s has a new generation %s; the %d events sent are "
+                        "unchanged",
+                        session_id, self.path, generation, chain.count,
+                    )
+                    return Mark(seq, generation, chain)
+                if current.count % STRIDE == 0:
+                    index = current.count // STRIDE - 1
+                    if index >= len(chain.marks) or chain.marks[index] != current.digest:
+                        break
+                    good = Mark(seq, generation, current)
+                if current.count >= chain.count:
+                    break
+        finally:
+            cursor.close()
+        start = good.chain.count if good is not None and good.chain is not None else 0
+        log.warning(
+            "session %s in %s was rewritten in place (generation %s): sending it again from "
+            "its event %d (of the %d sent before)",
+            session_id, self.path, generation, start + 1, chain.count,
+        )
+        return good
+
+    def _adopt(
+        self, connection: sqlite3.Connection, first_page: str, session_id: str, mark: Mark, top: int
+    ) -> Mark | None:
+        """A mark from a checkpoint written before chains were kept: the chain of the events
+        up to its seq as they are now (they were sent as they are, unless a rewrite came
+        before this reader did, which nothing can tell any more)."""
+        if top < mark.seq:
+            log.warning(
+                "session %s in %s is shorter than its checkpoint, which predates chain "
+                "digests: sending it again from its start",
+                session_id, self.path,
+            )
+            return None
+        chain = Chain()
+        upto = first_page.replace("ORDER BY", "AND seq <= ? ORDER BY")
+        for _, value in self._events(
+            session_id, connection.execute(upto, (session_id, mark.seq, -1))
+        ):
+            chain = chain.extend(value)
+        return replace(mark, chain=chain)
+
+    def _events(
+        self, session_id: str, rows: Iterable[tuple[Any, ...]]
+    ) -> Iterator[tuple[int, bytes]]:
+        for seq, event_json, event_zstd, size in rows:
+            value = self._event(session_id, seq, event_json, event_zstd, size)
+            if value is not None:
+                yield seq, value
+
+    def _event(
+        self,
+        session_id: str,
+        seq: int,
+        event_json: bytes | None,
+        event_zstd: bytes | None,
+        size: int | None,
+    ) -> bytes | None:
+        if event_json is not None:
+            return event_json
+        if event_zstd is None:
+            log.warning("session %s seq %s has no event (all NULL); skipping it", session_id, seq)
+            return None
+        where = f"session {session_id} seq {seq} in {self.path}"
+        if self.decompress is None:
+            raise SourceError(
+                f"{where} is zstd-compressed (event_zstd) and no zstd module is available: "
+                "install the `zstandard` package, or run on Python 3.14+ (compression.zstd)"
+            )
+        try:
+            return self.decompress(bytes(event_zstd), size)
+        except ValueError as error:
+            raise SourceError(f"{where}: cannot decompress event_zstd: {error}") from error
+
+    # --- what the store knows about a session ------------------------------------------------
+
+    def _headers(
+        self, connection: sqlite3.Connection, session_id: str, generation: str | None
+    ) -> Headers:
+        window = self._window(connection, session_id)
+        agent_id = agent_of_session_key(window.session_key) or self.agent_id
+        pairs = (
+            ("openclaw-agent-id", agent_id),
+            ("openclaw-session-key", window.session_key),
+            ("openclaw-previous-session-id", window.previous_session_id),
+            ("openclaw-window-reason", window.reason),
+            ("openclaw-generation", generation),
+        )
+        return tuple((name, value.encode()) for name, value in pairs if value is not None)
+
+    def _window(self, connection: sqlite3.Connection, session_id: str) -> Window:
+        """Cached: a window's key, predecessor and reason are fixed when OpenClaw opens it."""
+        window = self._windows.get(session_id)
+        if window is None:
+            row = None
+            if self._has_table(connection, WINDOWS):
+                row = connection.execute(
+                    f"SELECT session_key, previous_session_id, reason FROM {WINDOWS} "
+                    "WHERE session_id = ?",
+                    (session_id,),
+                ).fetchone()
+            if row is None:
+                return Window(None, None, None)  # not cached: the window may come later
+            window = Window(*row)
+            self._windows[session_id] = window
+        return window
+
+    def _has_table(self, connection: sqlite3.Connection, table: str) -> bool:
+        row = connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone()
+        return row is not None
+
+    def _columns(self, connection: sqlite3.Connection) -> set[str]:
+        """Checked on every read: a migration may add columns while this runs."""
+        columns = {row[1] for row in connection.execute(f"PRAGMA table_info({TABLE})")}
+        if not columns:
+            raise SourceError(f"{self.path} has no {TABLE} table")
+        if not {"session_id", "seq"} <= columns or not {"event_json", "event_zstd"} & columns:
+            raise SourceError(
+                f"{TABLE} in {self.path} lacks session_id, seq or an event column: "
+                f"it has {', '.join(sorted(columns))}"
+            )
+        return columns
+
+
+def agent_of_path(path: Path) -> str | None:
+    """`main` for <state>/agents/main/agent/openclaw-agent.sqlite, else None."""
+    parts = path.resolve().parts
+    if len(parts) >= 4 and parts[-2] == "agent" and parts[-4] == "agents":
+        return parts[-3]
+    return None
+
+
+def agent_of_session_key(session_key: str | None) -> str | None:
+    """`main` for agent:main:explicit:x; None for a key of another shape."""
+    if session_key is None:
+        return None
+    parts = session_key.split(":")
+    return parts[1] if len(parts) >= 3 and parts[0] == "agent" and parts[1] else None
+
+
+def _page_queries(columns: set[str]) -> tuple[str, str]:
+    """The keyset page queries of a session: from its start, and after a given seq."""
+    payload = ", ".join(
+        expression if column in columns else "NULL" for column, expression in PAYLOAD
+    )
+    select = f"SELECT seq, {payload} FROM {TABLE} WHERE session_id = ?"
+    return (
+        f"{select} ORDER BY seq LIMIT ?",
+        f"{select} AND seq > ? ORDER BY seq LIMIT ?",
+    )
+
+
+# --- checkpoint content ----------------------------------------------------------------------
+
+
+def progress_to_json(progress: Progress) -> dict[str, Any]:
+    """`sessions` keeps the last seq per session, as follow-sqlite always wrote it; `chains`
+    adds what rewrite detection needs."""
+    chains = {}
+    for session, mark in progress.marks.items():
+        entry: dict[str, Any] = {"generation": mark.generation}
+        if mark.chain is not None:
+            entry["count"] = mark.chain.count
+            entry["digest"] = f"{mark.chain.digest:016x}"
+            entry["marks"] = [f"{digest:016x}" for digest in mark.chain.marks]
+        chains[session] = entry
+    return {"sessions": progress.last_seq, "chains": chains}
+
+
+def progress_from_json(data: dict[str, Any] | None, where: Path) -> Progress:
+    if data is None:
+        return Progress({})
+    sessions = data.get("sessions")
+    chains = data.get("chains", {})
+    if (
+        not isinstance(sessions, dict)
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in sessions.values())
+        or not isinstance(chains, dict)
+    ):
+        raise CheckpointError(f"checkpoint {where} has no valid sessions object")
+    try:
+        return Progress({s: _mark(seq, chains.get(s)) for s, seq in sessions.items()})
+    except (TypeError, ValueError, KeyError) as error:
+        raise CheckpointError(f"checkpoint {where} has an invalid chain: {error}") from error
+
+
+def _mark(seq: int, entry: dict[str, Any] | None) -> Mark:
+    if entry is None:
+        return Mark(seq)
+    chain = None
+    if "count" in entry:
+        chain = Chain(
+            int(entry["count"]),
+            int(entry["digest"], 16),
+            tuple(int(digest, 16) for digest in entry["marks"]),
+        )
+    generation = entry.get("generation")
+    return Mark(seq, generation if isinstance(generation, str) else None, chain)
