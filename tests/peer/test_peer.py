@@ -17,8 +17,8 @@ import pytest
 
 from stream.engine import Action, Engine
 from stream.engine.engine import DROP_RULES
-from stream.offline import clean_session
-from stream.sessions import open_lines, session_id_of
+from stream.commands.clean import clean_session
+from stream.sources.session_files import open_lines, session_id_of
 
 CASES = Path(__file__).resolve().parent / "cases"
 
