@@ -8,7 +8,7 @@ from typing import Final
 
 import orjson
 
-from stream.engine.text import digest64, normalize, text_hash, visible_text
+from stream.engine.text import digest64, normalize, normalized_hash, visible_text
 
 THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 TOOL_CALL_BLOCKS: Final = frozenset({"toolCall", "tool_use", "toolUse", "function_call"})
@@ -223,8 +223,7 @@ class Entry:
         """0 stands for 'no text': rules never fire on empty text."""
         value = self._text_hash
         if value < 0:
-            text = self.normalized_text
-            value = self._text_hash = text_hash(text) | 1 if text else 0
+            value = self._text_hash = normalized_hash(self.visible_text)
         return value
 
     @property

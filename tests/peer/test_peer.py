@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from stream.commands.clean import clean_session
 from stream.engine import Action, Engine
 from stream.engine.engine import DROP_RULES
-from stream.commands.clean import clean_session
 from stream.sources.session_files import open_lines, session_id_of
 
 CASES = Path(__file__).resolve().parent / "cases"
