@@ -13,6 +13,17 @@ from stream.engine.text import digest64, normalize, normalized_hash, visible_tex
 THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 TOOL_CALL_BLOCKS: Final = frozenset({"toolCall", "tool_use", "toolUse", "function_call"})
 MIRROR_MODELS: Final = frozenset({"delivery-mirror", "gateway-injected"})
+# The `openclawDeliveryMirror.kind`s OpenClaw writes and honours; a reply marked with any
+# other kind is a model turn to OpenClaw, so it must not become droppable as a mirror here.
+MIRROR_KINDS: Final = frozenset(
+    {
+        "channel-final",
+        "channel-final-suppressed",
+        "message-tool-source-reply",
+        "cron-direct-delivery-context",
+        "subagent-completion-direct",
+    }
+)
 ERROR_STOPS: Final = frozenset({"error", "aborted"})
 _POSITIONAL_KEY: Final = re.compile(r"^(?P<scope>.*):(?P<role>user|assistant|toolResult):\d+$")
 
@@ -253,7 +264,8 @@ def _is_mirror(message: dict, provider_model: tuple[str | None, str | None]) -> 
     if provider == "openclaw" and model in MIRROR_MODELS:
         return True
     mirror = message.get("openclawDeliveryMirror")
-    return isinstance(mirror, dict) and bool(mirror.get("kind"))
+    kind = mirror.get("kind") if isinstance(mirror, dict) else None
+    return isinstance(kind, str) and kind in MIRROR_KINDS
 
 
 def positional_scope(key: str) -> tuple[str, str] | None:

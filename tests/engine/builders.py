@@ -319,6 +319,15 @@ def normalized_text(message: dict) -> str:
     return " ".join(_DIRECTIVES.sub("", text).split())
 
 
+MIRROR_KINDS = (
+    "channel-final",
+    "channel-final-suppressed",
+    "message-tool-source-reply",
+    "cron-direct-delivery-context",
+    "subagent-completion-direct",
+)
+
+
 def is_mirror(message: dict) -> bool:
     mirror_field = message.get("openclawDeliveryMirror")
     return message.get("role") == "assistant" and (
@@ -326,7 +335,7 @@ def is_mirror(message: dict) -> bool:
             message.get("provider") == "openclaw"
             and message.get("model") in ("delivery-mirror", "gateway-injected")
         )
-        or (isinstance(mirror_field, dict) and bool(mirror_field.get("kind")))
+        or (isinstance(mirror_field, dict) and mirror_field.get("kind") in MIRROR_KINDS)
     )
 
 

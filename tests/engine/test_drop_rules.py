@@ -297,7 +297,7 @@ def test_redelivery_is_named_before_idempotent_replay():
     [
         mirror,
         lambda text: mirror(text, model="gateway-injected"),
-        lambda text: mirror(text, provider="bedrock", model="opus", kind="message-tool"),
+        lambda text: mirror(text, provider="bedrock", model="opus", kind="channel-final"),
     ],
     ids=["delivery-mirror", "gateway-injected", "openclawDeliveryMirror.kind"],
 )
@@ -326,7 +326,7 @@ def test_mirror_equality_is_on_normalized_text():
 
 def test_mirror_with_new_text_is_a_real_outbound_message():
     a = assistant("I'll send it now.", tool_calls=["call_1"])
-    m = mirror("1+1 sama dengan bahlil", kind="message-tool")
+    m = mirror("1+1 sama dengan bahlil", kind="message-tool-source-reply")
     verdicts = run([header(), user(), a, m, tool_result("call_1", parent=a["id"])])
     assert not drops(verdicts)
 
@@ -348,6 +348,18 @@ def test_mirror_compares_with_the_latest_assistant_text_of_the_turn():
     m = mirror(TEXT)
     verdicts = run([header(), user(), c, tool_result("c2"), silent, tool_result("c3"), m])
     assert drops(verdicts) == {m["id"]: ("delivery_mirror_duplicate", c["id"])}
+
+
+@pytest.mark.parametrize("kind", ["unknown", "message-tool", {"nested": 1}, ""])
+def test_a_reply_with_a_mirror_kind_openclaw_does_not_know_is_a_model_reply(kind):
+    """OpenClaw honours only the kinds it writes: such a reply is a model turn, and no mirror."""
+    a = assistant(TEXT)
+    marked = assistant(
+        TEXT, provider="openai", model="gpt-5", parent=None, openclawDeliveryMirror={"kind": kind}
+    )
+    verdicts = run([header(), user(), a, marked])
+    assert not drops(verdicts)
+    assert [x.related_entry_id for x in alerts(verdicts, "consecutive_assistant")] == [a["id"]]
 
 
 def test_a_non_mirror_assistant_is_not_a_delivery_mirror():
