@@ -193,6 +193,7 @@ def _advance_turn(ctx: Context) -> None:
     state.prev_model_hash = echoes.model_hash(entry)
     state.prev_thinking = entry.has_thinking
     state.prev_usage_hash = entry.usage_hash
+    state.prev_plain = entry.is_text_only and not entry.is_mirror
 
 
 def _reparented(entry: Entry, parent_id: str | None) -> bytes:

@@ -71,6 +71,8 @@ class SessionState:
     error_hash: int = 0
     error_count: int = 0
     error_alerted: bool = False
+    # Fields added later go last: a state stored by an earlier version loads with their defaults.
+    prev_plain: bool = False
 
     def is_replay(self, origin: int, position: int) -> bool:
         """A record at or before the last one processed from the same origin was seen already
@@ -89,6 +91,7 @@ class SessionState:
         self.prev_model_hash = 0
         self.prev_thinking = False
         self.prev_usage_hash = 0
+        self.prev_plain = False
         self.reply_id = None
         self.pending_calls = []
 

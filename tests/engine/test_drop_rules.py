@@ -441,11 +441,74 @@ def test_cleaned_child_duplicate_drops_the_text_only_child():
     )
 
 
-def test_cleaned_child_with_string_content_and_counted_usage_is_dropped():
+def test_cleaned_child_with_string_content_and_the_parents_usage_is_dropped():
     a = assistant(TEXT, thinking="reasoning")
-    child = assistant(content=TEXT, provider="openai", model="gpt-5")
+    child = assistant(content=TEXT, provider="openai", model="gpt-5", usage=a["message"]["usage"])
     verdicts = run([header(), user(), a, child])
     assert drops(verdicts) == {child["id"]: ("cleaned_child_duplicate", a["id"])}
+
+
+def test_a_child_billed_on_its_own_is_a_second_model_turn():
+    """Same text, usage of its own: a second call that said the same, not a cleaned copy
+    (OpenClaw's replay keeps adjacent identical turns with real usage, #99504)."""
+    a = assistant(TEXT, thinking="reasoning")
+    child = assistant(content=TEXT, provider="openai", model="gpt-5")
+    assert not drops(run([header(), user(), a, child]))
+    plain = assistant(TEXT)
+    again = assistant(TEXT, usage=plain["message"]["usage"])
+    assert not drops(run([header(), user(), plain, again]))
+
+
+def test_a_zero_usage_receipt_of_a_plain_reply_is_dropped():
+    """OpenClaw's bare delivery receipt: right after the reply, no marker, zero usage, stop."""
+    a = assistant(TEXT, provider="amazon-bedrock", model="claude-haiku")
+    receipt = assistant(TEXT, provider="amazon-bedrock", model="claude-haiku", usage=zero_usage())
+    verdicts = run([header(), user(), a, receipt])
+    check_drop(
+        verdicts[3],
+        kind="cleaned_child_duplicate",
+        severity=Severity.INFO,
+        entry_id=receipt["id"],
+        related=a["id"],
+        line=4,
+    )
+    # a custom entry between is no message: still right after the reply
+    a = assistant(TEXT)
+    receipt = assistant(TEXT, usage=zero_usage(), parent=a["id"])
+    assert drops(run([header(), user(), a, custom(), receipt])) == {
+        receipt["id"]: ("cleaned_child_duplicate", a["id"])
+    }
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "usage-absent",
+        "stop-length",
+        "marker-of-unknown-kind",
+        "parent-calls-tools",
+        "parent-is-a-mirror",
+        "parent-has-an-image",
+        "a-tool-result-between",
+        "no-lineage",
+    ],
+)
+def test_receipt_near_misses_are_kept(shape):
+    a = assistant(TEXT, tool_calls=["c1"] if shape == "parent-calls-tools" else ())
+    if shape == "parent-is-a-mirror":
+        a = mirror(TEXT)
+    if shape == "parent-has-an-image":
+        image = {"type": "image", "source": {"type": "url", "url": "https://example.test/a.png"}}
+        a = assistant(content=[{"type": "text", "text": TEXT}, image])
+    between = [tool_result("c1")] if shape == "a-tool-result-between" else []
+    fields: dict = {"usage": None if shape == "usage-absent" else zero_usage()}
+    if shape == "stop-length":
+        fields["stop_reason"] = "length"
+    if shape == "marker-of-unknown-kind":
+        fields["openclawDeliveryMirror"] = {"kind": "unknown"}
+    parent = None if shape == "no-lineage" else a["id"]
+    receipt = assistant(TEXT, parent=parent, **fields)
+    assert not drops(run([header(), user(), a, *between, receipt]))
 
 
 def test_cleaned_child_rule_keeps_its_near_misses():
@@ -607,7 +670,7 @@ def test_cleaned_child_under_a_dropped_mirror_is_dropped_in_the_first_pass():
     """Its cleaned parent is the reply, so a second cleaning would drop it otherwise."""
     a = assistant(TEXT, thinking="thinking")
     m = mirror(TEXT)
-    child = assistant(TEXT, provider="openai", model="gpt-5", parent=m["id"])
+    child = assistant(TEXT, provider="openai", model="gpt-5", parent=m["id"], usage=None)
     verdicts = run([header(), user(), a, m, child])
     assert drops(verdicts) == {
         m["id"]: ("delivery_mirror_duplicate", a["id"]),
@@ -638,8 +701,10 @@ def test_cleaning_twice_with_reused_ids(case):
             u | {"parentId": m["id"]},
         ]
     else:
-        # the first entry with the id was a dropped mirror; the second version is kept
-        items = [header(), user(), a, m, assistant(TEXT, id=m["id"], parent=a["id"], usage=None)]
+        # the first entry with the id was a dropped mirror; the second version, a receipt of
+        # the reply, is kept
+        receipt = assistant(TEXT, id=m["id"], parent=a["id"], usage=zero_usage())
+        items = [header(), user(), a, m, receipt]
     once = outputs(run(items))
     assert not drops(run(once))
 
@@ -661,7 +726,8 @@ def test_a_dropped_message_leaves_its_idempotency_key_unused():
     a later reply with k1 was kept beside a collision alert in the first cleaning and dropped
     as a replay in the second. A dropped entry leaves no trace, and gets one alert."""
     raw = assistant("Hello there, friend.", thinking="thought", idempotency_key="k1")
-    child = assistant("Hello there, friend.", parent=raw["id"], idempotency_key="k1")
+    child = assistant("Hello there, friend.", parent=raw["id"], idempotency_key="k1",
+                      usage=raw["message"]["usage"])
     again = assistant("Hello there, friend.", thinking="thought", idempotency_key="k1",
                       parent=child["id"], usage=raw["message"]["usage"])
     first = run([header(), user(parent=None), raw, child, again])

@@ -62,7 +62,7 @@ def model_hash(entry: Entry) -> int:
 
 def delivery_mirror_duplicate(ctx: Context) -> Drop | None:
     state, entry = ctx.state, ctx.entry
-    if entry.is_mirror and entry.text_hash == state.latest_text_hash:
+    if entry.text_hash == state.latest_text_hash:
         return Drop(DELIVERY_MIRROR_DUPLICATE, state.latest_text_id)
     return None
 
@@ -79,16 +79,39 @@ def cli_mirror_duplicate(ctx: Context) -> Drop | None:
 
 
 def cleaned_child_duplicate(ctx: Context) -> Drop | None:
+    """A copy of its parent reply: the cleaned `[text]` of a raw reply that thought, or the
+    zero-usage delivery receipt of a plain reply. Two replies billed on their own are two
+    model turns, whatever they say (OpenClaw replays both)."""
     state, entry = ctx.state, ctx.entry
-    if (
+    if not (
         entry.is_text_only
         and state.prev_id is not None
         # the parent as the cleaned output names it, so that cleaning twice changes nothing
         and kept_ancestor(ctx) == state.prev_id
         and entry.text_hash == state.prev_text_hash
     ):
+        return None
+    if state.prev_thinking and _copies_usage(entry, state.prev_usage_hash):
+        return Drop(CLEANED_CHILD_DUPLICATE, state.prev_id)
+    if state.prev_plain and state.last_id == state.prev_id and _is_receipt(entry):
         return Drop(CLEANED_CHILD_DUPLICATE, state.prev_id)
     return None
+
+
+def _copies_usage(entry: Entry, usage_hash: int) -> bool:
+    """An echo carries no usage, zero usage or its original's: a call of its own is billed."""
+    return entry.usage_kind != "counted" or entry.usage_hash == usage_hash
+
+
+def _is_receipt(entry: Entry) -> bool:
+    """OpenClaw's bare delivery receipt (replay-history `isBareDeliveryMirrorDuplicate`): no
+    mirror marker, a usage object of zeros, stopped normally, no tool calls (text only)."""
+    return (
+        entry.usage_kind == "zero"
+        and entry.field("stopReason") == "stop"
+        and entry.field("openclawDeliveryMirror") is None
+        and not entry.is_mirror
+    )
 
 
 def mistagged_echo(ctx: Context) -> Drop | None:
@@ -100,14 +123,14 @@ def mistagged_echo(ctx: Context) -> Drop | None:
         and not entry.has_thinking
         and not entry.has_tool_calls
         and model_hash(entry) == state.prev_model_hash
-        and (entry.usage_kind != "counted" or entry.usage_hash == state.prev_usage_hash)
+        and _copies_usage(entry, state.prev_usage_hash)
     ):
         return Drop(MISTAGGED_ECHO, state.prev_id)
     return None
 
 
-ECHO_RULES: Final = (
-    delivery_mirror_duplicate,
+# Rules 4-6, for the copies of a model reply that are not mirrors.
+COPY_RULES: Final = (
     cli_mirror_duplicate,
     cleaned_child_duplicate,
     mistagged_echo,
@@ -115,10 +138,14 @@ ECHO_RULES: Final = (
 
 
 def find_echo(ctx: Context) -> Drop | None:
-    """The first of rules 3-6 that matches an assistant entry with text."""
-    if ctx.entry.role != "assistant" or not ctx.entry.text_hash:
+    """The first of rules 3-6 that matches an assistant entry with text. A mirror is judged
+    by rule 3 alone: what it repeats is decided by what it says it delivered."""
+    entry = ctx.entry
+    if entry.role != "assistant" or not entry.text_hash:
         return None
-    for rule in ECHO_RULES:
+    if entry.is_mirror:
+        return delivery_mirror_duplicate(ctx)
+    for rule in COPY_RULES:
         drop = rule(ctx)
         if drop is not None:
             return drop
