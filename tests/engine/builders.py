@@ -153,14 +153,19 @@ def mirror(
     parent: str | None = AUTO,
     idempotency_key: str | None = None,
     id: str | None = None,
+    marker: dict | None = None,
+    api: str = "openai-responses",
+    **fields,
 ) -> dict:
-    """A transcript-only mirror of what the gateway delivered (no model call behind it)."""
-    fields = {"openclawDeliveryMirror": {"kind": kind}} if kind else {}
+    """A transcript-only mirror of what the gateway delivered (no model call behind it);
+    `marker` adds correlation fields to its `openclawDeliveryMirror` (kind channel-final)."""
+    if kind or marker:
+        fields["openclawDeliveryMirror"] = {"kind": kind or "channel-final", **(marker or {})}
     return assistant(
         text,
         provider=provider,
         model=model,
-        api="openai-responses",
+        api=api,
         usage=zero_usage(),
         parent=parent,
         idempotency_key=idempotency_key,
