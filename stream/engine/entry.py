@@ -11,6 +11,8 @@ import orjson
 from stream.engine.text import digest64, normalize, normalized_hash, visible_text
 
 THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
+# Blocks no channel is sent (OpenClaw's internal reasoning types): not media beside the text.
+REASONING_BLOCKS: Final = frozenset({*THINKING_BLOCKS, "reasoning"})
 TOOL_CALL_BLOCKS: Final = frozenset({"toolCall", "tool_use", "toolUse", "function_call"})
 MIRROR_MODELS: Final = frozenset({"delivery-mirror", "gateway-injected"})
 # The `openclawDeliveryMirror.kind`s OpenClaw writes and honours; a reply marked with any
@@ -78,12 +80,14 @@ class Entry:
     ask for (texts, their hashes, the content blocks, usage) is computed on first use."""
 
     __slots__ = (
+        "_has_non_text_blocks",
         "_has_other_blocks",
         "_has_thinking",
         "_has_tool_calls",
         "_is_text_only",
         "_normalized_text",
         "_phased",
+        "_reply_text_hash",
         "_scanned",
         "_text_hash",
         "_tool_call_ids",
@@ -138,11 +142,13 @@ class Entry:
         self._has_tool_calls = False
         self._is_text_only = True
         self._has_other_blocks = False
+        self._has_non_text_blocks = False
         self._phased = False
         self._tool_call_ids: list[str] = []
         self._visible_text: str | None = None
         self._normalized_text: str | None = None
         self._text_hash = -1
+        self._reply_text_hash = -1
         self._usage_hash = -1
         if isinstance(message, dict):
             self._read_message(message)
@@ -192,6 +198,7 @@ class Entry:
             self._is_text_only = False
             if not isinstance(kind, str):
                 continue  # no block any reader shows
+            self._has_non_text_blocks = True
             if kind in THINKING_BLOCKS:
                 self._has_thinking = True
             elif kind in TOOL_CALL_BLOCKS:
@@ -199,7 +206,7 @@ class Entry:
                 call_id = block.get("id")
                 if isinstance(call_id, str):
                     self._tool_call_ids.append(call_id)
-            else:
+            elif kind not in REASONING_BLOCKS:
                 self._has_other_blocks = True  # an image, an attachment, a kind unknown here
 
     @property
@@ -222,7 +229,7 @@ class Entry:
 
     @property
     def has_other_blocks(self) -> bool:
-        """Blocks that are neither text, thinking nor tool calls: images, attachments, ..."""
+        """Blocks that are neither text, reasoning nor tool calls: images, attachments, ..."""
         if not self._scanned:
             self._scan_blocks()
         return self._has_other_blocks
@@ -230,7 +237,9 @@ class Entry:
     @property
     def has_non_text_blocks(self) -> bool:
         """Blocks of a kind other than text (blocks without a string type are no blocks)."""
-        return self.has_other_blocks or self._has_thinking or self._has_tool_calls
+        if not self._scanned:
+            self._scan_blocks()
+        return self._has_non_text_blocks
 
     @property
     def is_text_only(self) -> bool:
@@ -265,6 +274,12 @@ class Entry:
         """What a mirror of this reply repeats: the hash of its text without commentary (the
         final answer is what is delivered), or 0 when the reply also carries media, an
         attachment or a display block of another kind, which a text copy does not repeat."""
+        value = self._reply_text_hash
+        if value < 0:
+            value = self._reply_text_hash = self._final_text_hash()
+        return value
+
+    def _final_text_hash(self) -> int:
         if self.has_other_blocks or self.has_attachments:
             return 0
         phase = self.field("phase")
@@ -274,15 +289,14 @@ class Entry:
 
     @property
     def has_attachments(self) -> bool:
-        """Media or attachments beside the content: display blocks other than text (the
-        Gateway's canonical display content), media facts, media the delivery sent."""
+        """Media or attachments beside the content: display blocks other than text and
+        reasoning (the Gateway's canonical display content), media facts, media the delivery
+        sent."""
         message = self.message
         if message is None:
             return False
         display = message.get("openclawDisplayContent")
-        if isinstance(display, list) and any(
-            not (isinstance(block, dict) and block.get("type") == "text") for block in display
-        ):
+        if isinstance(display, list) and any(_shows_media(block) for block in display):
             return True
         facts = message.get("__openclaw")
         if isinstance(facts, dict) and _non_empty(facts.get("media")):
@@ -326,6 +340,14 @@ class Entry:
         return digest64(_canonical([self.role, self.field("content")]))
 
 
+def _shows_media(block: object) -> bool:
+    """A display block other than text and reasoning: a tool call, an attachment, an image."""
+    if not isinstance(block, dict):
+        return False
+    kind = block.get("type")
+    return not (isinstance(kind, str) and (kind == "text" or kind in REASONING_BLOCKS))
+
+
 def _non_empty(value: object) -> bool:
     return isinstance(value, (list, str)) and len(value) > 0
 
@@ -340,9 +362,10 @@ def text_phase(block: dict) -> str | None:
         parsed = orjson.loads(signature)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(parsed, dict) or parsed.get("v") != 1:
+    version = parsed.get("v") if isinstance(parsed, dict) else None
+    if version is True or version != 1:  # OpenClaw's `v === 1`, which `true` is not
         return None
-    phase = parsed.get("phase")
+    phase = parsed.get("phase") if isinstance(parsed, dict) else None
     return phase if isinstance(phase, str) and phase in PHASES else None
 
 

@@ -551,8 +551,9 @@ def test_media_on_one_side_keeps_the_mirror(side):
 
 
 def test_thinking_and_tool_calls_of_the_reply_are_not_media():
-    a = assistant(TEXT, thinking="t", tool_calls=["c1"], openclawDisplayContent=[
-        {"type": "text", "text": TEXT}])
+    display = [{"type": "reasoning", "text": "t"}, {"type": "text", "text": TEXT}]
+    a = assistant(TEXT, thinking="t", tool_calls=["c1"], openclawDisplayContent=display)
+    a["message"]["content"].insert(0, {"type": "reasoning", "text": "more"})
     m = gateway_send(TEXT)
     assert drops(run([header(), user(), a, m])) == {m["id"]: ("delivery_mirror_duplicate", a["id"])}
 
@@ -583,7 +584,15 @@ def test_a_mirror_repeats_the_final_answer_without_the_commentary():
 
 @pytest.mark.parametrize(
     "signature",
-    ["legacy-signature-id", '{"v": 2, "phase": "commentary"}', "{not json", '{"v": 1}'],
+    [
+        "legacy-signature-id",
+        '{"v": 2, "phase": "commentary"}',
+        '{"v": true, "phase": "commentary"}',
+        '{"v": 1, "phase": "Commentary"}',
+        "{not json",
+        '{"v": 1}',
+        "[1]",
+    ],
 )
 def test_a_signature_without_a_commentary_phase_leaves_the_text_whole(signature):
     content = [{"type": "text", "text": "Checking.", "textSignature": signature},
