@@ -8,6 +8,7 @@ from typing import Final
 from stream.engine.entry import Entry
 from stream.engine.records import Action, Alert, Severity, Source, alert_id
 from stream.engine.state import START_SEEN, Session, SessionState
+from stream.engine.text import normalized_prefix
 
 DEFAULT_MAX_IDS: Final = 10_000
 
@@ -76,10 +77,11 @@ class Context:
         self.session.memory.put(key, [self.state.seq, *values])
 
     def _with_snippet(self, evidence: dict, entry_id: str | None) -> dict:
-        text = self.entry.normalized_text if entry_id == self.entry.id else ""
-        if self.limits.snippet_chars <= 0 or not text:
+        length = self.limits.snippet_chars
+        if length <= 0 or entry_id != self.entry.id:
             return evidence
-        return {**evidence, "snippet": text[: self.limits.snippet_chars]}
+        text = normalized_prefix(self.entry.visible_text, length)
+        return {**evidence, "snippet": text} if text else evidence
 
     def alert(
         self,

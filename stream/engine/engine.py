@@ -144,7 +144,22 @@ class Engine:
         if parent is not None and parent[E_CHILD] is None:
             parent[E_CHILD] = entry.id
             ctx.session.memory.put(parent_key, parent)
-        ctx.remember(entry.record_key, entry.fingerprint, ctx.source_hash, None, None, None, None)
+        if _is_final_reply(entry) and entry.reply_text_hash:
+            # A mirror may name this reply later, or hang below it once the branch moved.
+            ctx.remember(
+                entry.record_key,
+                entry.fingerprint,
+                ctx.source_hash,
+                None,
+                None,
+                None,
+                None,
+                entry.reply_text_hash,
+            )
+        else:
+            ctx.remember(
+                entry.record_key, entry.fingerprint, ctx.source_hash, None, None, None, None
+            )
         _advance_turn(ctx)
         return Verdict(Action.KEPT, output)
 
@@ -186,13 +201,23 @@ def _advance_turn(ctx: Context) -> None:
     if role != ASSISTANT:
         return
     if entry.text_hash:
-        state.latest_text_hash = entry.text_hash
+        state.latest_is_mirror = entry.is_mirror
+        state.latest_text_hash = entry.text_hash if entry.is_mirror else entry.reply_text_hash
         state.latest_text_id = entry.id
+        state.latest_mirrored = not entry.is_mirror and entry.mirror_identity is not None
     state.prev_id = entry.id
     state.prev_text_hash = entry.text_hash
     state.prev_model_hash = echoes.model_hash(entry)
     state.prev_thinking = entry.has_thinking
     state.prev_usage_hash = entry.usage_hash
+    state.prev_plain = entry.is_text_only and not entry.is_mirror
+
+
+def _is_final_reply(entry: Entry) -> bool:
+    """A model reply that ends its run: what channel-final mirrors deliver. Only these
+    remember their text (a hash) for the mirrors that come after other entries; one that
+    calls tools is compared while it is the turn's latest reply, from the turn state."""
+    return entry.role == "assistant" and not entry.is_mirror and not entry.has_tool_calls
 
 
 def _reparented(entry: Entry, parent_id: str | None) -> bytes:

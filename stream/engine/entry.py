@@ -8,12 +8,27 @@ from typing import Final
 
 import orjson
 
-from stream.engine.text import digest64, normalize, text_hash, visible_text
+from stream.engine.text import digest64, normalize, normalized_hash, visible_text
 
 THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
+# Blocks no channel is sent (OpenClaw's internal reasoning types): not media beside the text.
+REASONING_BLOCKS: Final = frozenset({*THINKING_BLOCKS, "reasoning"})
 TOOL_CALL_BLOCKS: Final = frozenset({"toolCall", "tool_use", "toolUse", "function_call"})
 MIRROR_MODELS: Final = frozenset({"delivery-mirror", "gateway-injected"})
+# The `openclawDeliveryMirror.kind`s OpenClaw writes and honours; a reply marked with any
+# other kind is a model turn to OpenClaw, so it must not become droppable as a mirror here.
+MIRROR_KINDS: Final = frozenset(
+    {
+        "channel-final",
+        "channel-final-suppressed",
+        "message-tool-source-reply",
+        "cron-direct-delivery-context",
+        "subagent-completion-direct",
+    }
+)
 ERROR_STOPS: Final = frozenset({"error", "aborted"})
+COMMENTARY: Final = "commentary"
+PHASES: Final = frozenset({COMMENTARY, "final_answer"})
 _POSITIONAL_KEY: Final = re.compile(r"^(?P<scope>.*):(?P<role>user|assistant|toolResult):\d+$")
 
 
@@ -65,10 +80,14 @@ class Entry:
     ask for (texts, their hashes, the content blocks, usage) is computed on first use."""
 
     __slots__ = (
+        "_has_non_text_blocks",
+        "_has_other_blocks",
         "_has_thinking",
         "_has_tool_calls",
         "_is_text_only",
         "_normalized_text",
+        "_phased",
+        "_reply_text_hash",
         "_scanned",
         "_text_hash",
         "_tool_call_ids",
@@ -122,10 +141,14 @@ class Entry:
         self._has_thinking = False
         self._has_tool_calls = False
         self._is_text_only = True
+        self._has_other_blocks = False
+        self._has_non_text_blocks = False
+        self._phased = False
         self._tool_call_ids: list[str] = []
         self._visible_text: str | None = None
         self._normalized_text: str | None = None
         self._text_hash = -1
+        self._reply_text_hash = -1
         self._usage_hash = -1
         if isinstance(message, dict):
             self._read_message(message)
@@ -158,7 +181,7 @@ class Entry:
         return self.message.get(name) if self.message is not None else None
 
     def _scan_blocks(self) -> None:
-        """What kinds of content blocks the entry has, all four flags in one pass."""
+        """What kinds of content blocks the entry has, all its flags in one pass."""
         self._scanned = True
         content = self.field("content")
         if not isinstance(content, list):
@@ -168,10 +191,14 @@ class Entry:
                 continue
             kind = block.get("type")
             if kind == "text":
+                signature = block.get("textSignature")
+                if isinstance(signature, str) and signature.startswith("{"):
+                    self._phased = True
                 continue
             self._is_text_only = False
             if not isinstance(kind, str):
-                continue
+                continue  # no block any reader shows
+            self._has_non_text_blocks = True
             if kind in THINKING_BLOCKS:
                 self._has_thinking = True
             elif kind in TOOL_CALL_BLOCKS:
@@ -179,6 +206,8 @@ class Entry:
                 call_id = block.get("id")
                 if isinstance(call_id, str):
                     self._tool_call_ids.append(call_id)
+            elif kind not in REASONING_BLOCKS:
+                self._has_other_blocks = True  # an image, an attachment, a kind unknown here
 
     @property
     def has_thinking(self) -> bool:
@@ -197,6 +226,20 @@ class Entry:
         if not self._scanned:
             self._scan_blocks()
         return self._tool_call_ids
+
+    @property
+    def has_other_blocks(self) -> bool:
+        """Blocks that are neither text, reasoning nor tool calls: images, attachments, ..."""
+        if not self._scanned:
+            self._scan_blocks()
+        return self._has_other_blocks
+
+    @property
+    def has_non_text_blocks(self) -> bool:
+        """Blocks of a kind other than text (blocks without a string type are no blocks)."""
+        if not self._scanned:
+            self._scan_blocks()
+        return self._has_non_text_blocks
 
     @property
     def is_text_only(self) -> bool:
@@ -223,9 +266,58 @@ class Entry:
         """0 stands for 'no text': rules never fire on empty text."""
         value = self._text_hash
         if value < 0:
-            text = self.normalized_text
-            value = self._text_hash = text_hash(text) | 1 if text else 0
+            value = self._text_hash = normalized_hash(self.visible_text)
         return value
+
+    @property
+    def reply_text_hash(self) -> int:
+        """What a mirror of this reply repeats: the hash of its text without commentary (the
+        final answer is what is delivered), or 0 when the reply also carries media, an
+        attachment or a display block of another kind, which a text copy does not repeat."""
+        value = self._reply_text_hash
+        if value < 0:
+            value = self._reply_text_hash = self._final_text_hash()
+        return value
+
+    def _final_text_hash(self) -> int:
+        if self.has_other_blocks or self.has_attachments:
+            return 0
+        phase = self.field("phase")
+        if not self._phased and phase != COMMENTARY:
+            return self.text_hash
+        return normalized_hash(final_text(self.field("content"), phase, self._phased))
+
+    @property
+    def has_attachments(self) -> bool:
+        """Media or attachments beside the content: display blocks other than text and
+        reasoning (the Gateway's canonical display content), media facts, media the delivery
+        sent."""
+        message = self.message
+        if message is None:
+            return False
+        display = message.get("openclawDisplayContent")
+        if isinstance(display, list) and any(_shows_media(block) for block in display):
+            return True
+        facts = message.get("__openclaw")
+        if isinstance(facts, dict) and _non_empty(facts.get("media")):
+            return True
+        delivery = message.get("openclawDelivery")
+        return isinstance(delivery, dict) and (
+            _non_empty(delivery.get("mediaUrls")) or _non_empty(delivery.get("mediaUrl"))
+        )
+
+    @property
+    def delivery_marker(self) -> dict:
+        """A mirror's `openclawDeliveryMirror`: what it says it delivered ({} for none)."""
+        marker = self.field("openclawDeliveryMirror")
+        return marker if isinstance(marker, dict) else {}
+
+    @property
+    def mirror_identity(self) -> str | None:
+        """`__openclaw.mirrorIdentity` of a reply: the reply declares that it is mirrored."""
+        facts = self.field("__openclaw")
+        identity = facts.get("mirrorIdentity") if isinstance(facts, dict) else None
+        return identity if isinstance(identity, str) and identity else None
 
     @property
     def usage_kind(self) -> str:
@@ -248,13 +340,56 @@ class Entry:
         return digest64(_canonical([self.role, self.field("content")]))
 
 
+def _shows_media(block: object) -> bool:
+    """A display block other than text and reasoning: a tool call, an attachment, an image."""
+    if not isinstance(block, dict):
+        return False
+    kind = block.get("type")
+    return not (isinstance(kind, str) and (kind == "text" or kind in REASONING_BLOCKS))
+
+
+def _non_empty(value: object) -> bool:
+    return isinstance(value, (list, str)) and len(value) > 0
+
+
+def text_phase(block: dict) -> str | None:
+    """The phase a text block's signature names (OpenClaw: a JSON signature of version 1 with
+    `phase` commentary or final_answer), else None."""
+    signature = block.get("textSignature")
+    if not (isinstance(signature, str) and signature.startswith("{")):
+        return None
+    try:
+        parsed = orjson.loads(signature)
+    except orjson.JSONDecodeError:
+        return None
+    version = parsed.get("v") if isinstance(parsed, dict) else None
+    if version is True or version != 1:  # OpenClaw's `v === 1`, which `true` is not
+        return None
+    phase = parsed.get("phase") if isinstance(parsed, dict) else None
+    return phase if isinstance(phase, str) and phase in PHASES else None
+
+
+def final_text(content: object, message_phase: object, phased: bool) -> str:
+    """The visible text without commentary: without the text blocks whose signature names
+    phase commentary, or empty when the message's own phase is commentary and no block names
+    a phase (`phased`: some block's signature may)."""
+    if not isinstance(content, list):
+        return "" if message_phase == COMMENTARY else visible_text(content)
+    named = [text_phase(block) if isinstance(block, dict) else None for block in content]
+    if not (phased and any(phase is not None for phase in named)):
+        return "" if message_phase == COMMENTARY else visible_text(content)
+    kept = [block for block, phase in zip(content, named, strict=True) if phase != COMMENTARY]
+    return visible_text(kept)
+
+
 def _is_mirror(message: dict, provider_model: tuple[str | None, str | None]) -> bool:
     """A transcript-only mirror: what the gateway delivered, not a model reply."""
     provider, model = provider_model
     if provider == "openclaw" and model in MIRROR_MODELS:
         return True
     mirror = message.get("openclawDeliveryMirror")
-    return isinstance(mirror, dict) and bool(mirror.get("kind"))
+    kind = mirror.get("kind") if isinstance(mirror, dict) else None
+    return isinstance(kind, str) and kind in MIRROR_KINDS
 
 
 def positional_scope(key: str) -> tuple[str, str] | None:

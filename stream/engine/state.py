@@ -46,7 +46,8 @@ class SessionState:
     position: int = -1
     start: int = START_UNKNOWN
     positional_alerted: bool = False
-    # the current turn
+    # the current turn; latest_text_*: the latest kept assistant with visible text, a model
+    # reply (then the hash is its `reply_text_hash`) or a mirror
     latest_text_hash: int = 0
     latest_text_id: str | None = None
     last_role: int = NONE
@@ -71,6 +72,11 @@ class SessionState:
     error_hash: int = 0
     error_count: int = 0
     error_alerted: bool = False
+    # Fields added later go last: a state stored by an earlier version loads with their defaults.
+    prev_plain: bool = False
+    latest_is_mirror: bool = False
+    latest_mirrored: bool = False  # the latest is a reply that declares a mirror identity
+    turn_seq: int = 0  # the seq of the message that opened the turn
 
     def is_replay(self, origin: int, position: int) -> bool:
         """A record at or before the last one processed from the same origin was seen already
@@ -82,13 +88,17 @@ class SessionState:
         self.position = position
 
     def start_turn(self) -> None:
+        self.turn_seq = self.seq
         self.latest_text_hash = 0
         self.latest_text_id = None
+        self.latest_is_mirror = False
+        self.latest_mirrored = False
         self.prev_id = None
         self.prev_text_hash = 0
         self.prev_model_hash = 0
         self.prev_thinking = False
         self.prev_usage_hash = 0
+        self.prev_plain = False
         self.reply_id = None
         self.pending_calls = []
 

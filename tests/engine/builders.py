@@ -153,14 +153,19 @@ def mirror(
     parent: str | None = AUTO,
     idempotency_key: str | None = None,
     id: str | None = None,
+    marker: dict | None = None,
+    api: str = "openai-responses",
+    **fields,
 ) -> dict:
-    """A transcript-only mirror of what the gateway delivered (no model call behind it)."""
-    fields = {"openclawDeliveryMirror": {"kind": kind}} if kind else {}
+    """A transcript-only mirror of what the gateway delivered (no model call behind it);
+    `marker` adds correlation fields to its `openclawDeliveryMirror` (kind channel-final)."""
+    if kind or marker:
+        fields["openclawDeliveryMirror"] = {"kind": kind or "channel-final", **(marker or {})}
     return assistant(
         text,
         provider=provider,
         model=model,
-        api="openai-responses",
+        api=api,
         usage=zero_usage(),
         parent=parent,
         idempotency_key=idempotency_key,
@@ -319,6 +324,15 @@ def normalized_text(message: dict) -> str:
     return " ".join(_DIRECTIVES.sub("", text).split())
 
 
+MIRROR_KINDS = (
+    "channel-final",
+    "channel-final-suppressed",
+    "message-tool-source-reply",
+    "cron-direct-delivery-context",
+    "subagent-completion-direct",
+)
+
+
 def is_mirror(message: dict) -> bool:
     mirror_field = message.get("openclawDeliveryMirror")
     return message.get("role") == "assistant" and (
@@ -326,7 +340,7 @@ def is_mirror(message: dict) -> bool:
             message.get("provider") == "openclaw"
             and message.get("model") in ("delivery-mirror", "gateway-injected")
         )
-        or (isinstance(mirror_field, dict) and bool(mirror_field.get("kind")))
+        or (isinstance(mirror_field, dict) and mirror_field.get("kind") in MIRROR_KINDS)
     )
 
 

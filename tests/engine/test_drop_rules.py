@@ -16,6 +16,7 @@ from .builders import (
     custom,
     drops,
     encode,
+    entry,
     header,
     kept,
     kept_ids,
@@ -297,7 +298,7 @@ def test_redelivery_is_named_before_idempotent_replay():
     [
         mirror,
         lambda text: mirror(text, model="gateway-injected"),
-        lambda text: mirror(text, provider="bedrock", model="opus", kind="message-tool"),
+        lambda text: mirror(text, provider="bedrock", model="opus", kind="channel-final"),
     ],
     ids=["delivery-mirror", "gateway-injected", "openclawDeliveryMirror.kind"],
 )
@@ -326,7 +327,7 @@ def test_mirror_equality_is_on_normalized_text():
 
 def test_mirror_with_new_text_is_a_real_outbound_message():
     a = assistant("I'll send it now.", tool_calls=["call_1"])
-    m = mirror("1+1 sama dengan bahlil", kind="message-tool")
+    m = mirror("1+1 sama dengan bahlil", kind="message-tool-source-reply")
     verdicts = run([header(), user(), a, m, tool_result("call_1", parent=a["id"])])
     assert not drops(verdicts)
 
@@ -348,6 +349,274 @@ def test_mirror_compares_with_the_latest_assistant_text_of_the_turn():
     m = mirror(TEXT)
     verdicts = run([header(), user(), c, tool_result("c2"), silent, tool_result("c3"), m])
     assert drops(verdicts) == {m["id"]: ("delivery_mirror_duplicate", c["id"])}
+
+
+# A mirror is compared with model replies: an earlier mirror with its text is another send,
+# unless nothing tells the two apart.
+
+
+def test_a_mirror_repeating_a_kept_mirror_is_a_replay_only_without_an_identity():
+    a = assistant("I'll send the summary to the channel.", tool_calls=["c1"])
+    sent = mirror(TEXT)  # new text: a real outbound message
+    replay = mirror(TEXT)
+    keyed = mirror(TEXT, idempotency_key="send-2")
+    final = mirror(TEXT, marker={"sourceMessageId": "message-2"})
+    verdicts = run([header(), user(), a, sent, replay, keyed, final])
+    assert drops(verdicts) == {replay["id"]: ("delivery_mirror_duplicate", sent["id"])}
+
+
+def test_distinct_channel_finals_with_the_same_text_are_two_sends():
+    first = mirror(TEXT, idempotency_key="channel-final:m1:0", marker={"sourceMessageId": "m1"})
+    second = mirror(TEXT, idempotency_key="channel-final:m2:0", marker={"sourceMessageId": "m2"})
+    assert not drops(run([header(), user(), first, second]))
+
+
+def test_every_mirror_repeating_the_reply_is_dropped_however_many_came_before():
+    """The reply is the message; its deliveries are copies of it. Keeping the second would not
+    survive a second cleaning (without the first, it is the reply's only copy)."""
+    a = assistant(TEXT)
+    m1, m2 = mirror(TEXT, idempotency_key="k1"), mirror(TEXT, idempotency_key="k2")
+    verdicts = run([header(), user(), a, m1, m2])
+    assert drops(verdicts) == {
+        m1["id"]: ("delivery_mirror_duplicate", a["id"]),
+        m2["id"]: ("delivery_mirror_duplicate", a["id"]),
+    }
+    assert not drops(run(outputs(verdicts)))
+
+
+def test_a_mirror_after_a_mirror_with_other_text_is_kept_though_the_reply_has_its_text():
+    """Every peer compares with the latest assistant row: here a send with other words."""
+    a = assistant(TEXT)
+    other = mirror("And here is the chart you asked for.")
+    assert not drops(run([header(), user(), a, other, mirror(TEXT)]))
+
+
+# What the mirror says it delivered decides what it is compared with.
+
+
+def gateway_send(text, key="idem-test-1", **fields):
+    """OpenClaw 2026.9.6's `gateway send` mirror (tests/data/openclaw-live): a key, no marker."""
+    return mirror(
+        text,
+        idempotency_key=key,
+        api="openclaw-transcript",
+        stop_reason="stop",
+        openclawDelivery={"mediaUrls": []},
+        **fields,
+    )
+
+
+def test_a_gateway_send_repeating_the_latest_reply_is_dropped():
+    a = assistant(TEXT, thinking="t")
+    cache = custom()
+    m = gateway_send(TEXT)
+    verdicts = run([header(), user(), a, cache, custom("openclaw:bootstrap-context:full"), m])
+    assert drops(verdicts) == {m["id"]: ("delivery_mirror_duplicate", a["id"])}
+
+
+def test_a_channel_final_naming_only_its_own_send_is_kept_after_a_reply_with_its_text():
+    """Its `sourceMessageId` identifies a send of its own, and it names no reply: OpenClaw's
+    writer keeps it and its Gateway shows it. Only a reply that declares it is mirrored
+    (`__openclaw.mirrorIdentity`) claims it."""
+    for marker in ({"sourceMessageId": "message-1"}, {"sourceTurnId": "channel-user:v1:m1"}):
+        a = assistant(TEXT, thinking="t")
+        m = mirror(TEXT, idempotency_key="channel-final:message-1:0", marker=marker)
+        assert not drops(run([header(), user(), a, m])), marker
+        mirrored = assistant(TEXT, __openclaw={"mirrorIdentity": "run-1:assistant"})
+        m = mirror(TEXT, idempotency_key="channel-final:message-1:0", marker=marker)
+        verdicts = run([header(), user(), mirrored, m])
+        assert drops(verdicts) == {m["id"]: ("delivery_mirror_duplicate", mirrored["id"])}
+        other = assistant("Other words.", __openclaw={"mirrorIdentity": "run-1:assistant"})
+        assert not drops(run([header(), user(), other, mirror(TEXT, marker=marker)]))
+
+
+def test_a_mirror_naming_its_source_is_compared_with_that_reply():
+    named = assistant(TEXT)
+    later = assistant("Sent. Anything else?")
+    m = mirror(TEXT, marker={"sourceMessageId": "m1", "sourceAssistantMessageId": named["id"]})
+    items = [header(), user(), named, custom(), later, m]
+    verdicts = run(items)
+    assert drops(verdicts) == {m["id"]: ("delivery_mirror_duplicate", named["id"])}
+    assert not drops(run(outputs(verdicts)))
+    # Only final replies (no tool calls) remember their text beyond the turn state, which
+    # keeps memory small: a mirror naming a reply that called tools, after a later reply, is
+    # not known to repeat it.
+    calls = assistant(TEXT, tool_calls=["c1"])
+    m = mirror(TEXT, marker={"sourceMessageId": "m1", "sourceAssistantMessageId": calls["id"]})
+    assert not drops(run([header(), user(), calls, tool_result("c1"), later, m]))
+    m = mirror(TEXT, marker={"sourceMessageId": "m1", "sourceAssistantMessageId": calls["id"]})
+    assert drops(run([header(), user(), calls, m])) == {
+        m["id"]: ("delivery_mirror_duplicate", calls["id"])
+    }
+
+
+@pytest.mark.parametrize("case", ["absent", "other-text", "previous-turn", "forgotten", "mirror"])
+def test_a_mirror_naming_another_source_is_not_a_copy_of_the_latest_reply(case):
+    a = assistant(TEXT)
+    source = {
+        "absent": "real-answer",
+        "other-text": None,
+        "previous-turn": a["id"],
+        "forgotten": a["id"],
+        "mirror": None,
+    }[case]
+    items = [header(), user(), a]
+    if case == "other-text":
+        b = assistant("Something else.")
+        items += [b]
+        source = b["id"]
+    if case == "previous-turn":
+        items += [user("and again?")]
+    if case == "forgotten":
+        items += [assistant("Something else."), custom(), custom(), custom()]
+    if case == "mirror":
+        sent = mirror(TEXT, idempotency_key="k0", marker={"sourceMessageId": "m0"})
+        items += [sent]
+        source = sent["id"]
+    m = mirror(TEXT, marker={"sourceMessageId": "m1", "sourceAssistantMessageId": source})
+    limits = Limits(max_ids=3) if case == "forgotten" else None
+    assert not drops(run([*items, m], limits=limits)), case
+    if case == "forgotten":  # remembered, the same mirror repeats it
+        assert drops(run([*items, m])) == {m["id"]: ("delivery_mirror_duplicate", a["id"])}
+
+
+def test_a_mirror_below_a_reply_with_its_text_repeats_it_when_the_branch_moved_back():
+    """OpenClaw's writer compares with the tail of the active branch, which a `leaf` entry
+    moved back to the first reply; the mirror hangs below it."""
+    active = assistant("Active branch reply")
+    inactive = assistant("Inactive branch reply")
+    leaf = entry("leaf", parent=inactive["id"], targetId=active["id"])
+    m = mirror("Active branch reply", parent=active["id"])
+    verdicts = run([header(), user(), active, inactive, leaf, m])
+    assert drops(verdicts) == {m["id"]: ("delivery_mirror_duplicate", active["id"])}
+    # not across a user message, and not for other text or a send of its own
+    u = user("next")
+    moved = mirror("Active branch reply", parent=active["id"])
+    assert not drops(run([header(), user(), active, inactive, u, moved]))
+    other = mirror("Inactive branch reply, resent", parent=active["id"])
+    assert not drops(run([header(), user(), active, inactive, other]))
+    own = mirror("Active branch reply", parent=active["id"], marker={"sourceMessageId": "m1"})
+    assert not drops(run([header(), user(), active, inactive, own]))
+
+
+# A mirror that carries more than the reply's text, or the reply more than the mirror's.
+
+IMAGE = {"type": "image", "source": {"type": "url", "url": "https://example.test/t.png"}}
+ATTACHMENT = {"type": "attachment", "attachment": {"kind": "document", "label": "t.pdf"}}
+MEDIA = {"media": [{"path": "media://inbound/timetable", "contentType": "image/png"}]}
+
+
+@pytest.mark.parametrize(
+    "side",
+    [
+        "reply-image-block",
+        "reply-display-attachment",
+        "reply-display-tool-call",
+        "reply-media-facts",
+        "reply-delivered-media",
+        "mirror-image-block",
+        "mirror-display-attachment",
+        "mirror-media-facts",
+        "mirror-delivered-media",
+        "mirror-delivered-media-url",
+    ],
+)
+def test_media_on_one_side_keeps_the_mirror(side):
+    text_block = {"type": "text", "text": TEXT}
+    display = [text_block, ATTACHMENT]
+    reply_fields: dict = {
+        "reply-image-block": {"content": [text_block, IMAGE]},
+        "reply-display-attachment": {"openclawDisplayContent": display},
+        "reply-display-tool-call": {
+            "openclawDisplayContent": [text_block, {"type": "toolCall", "id": "t1", "name": "x"}]
+        },
+        "reply-media-facts": {"__openclaw": MEDIA},
+        "reply-delivered-media": {"openclawDelivery": {"mediaUrls": ["/tmp/chart.png"]}},
+    }.get(side, {})
+    a = assistant(TEXT if "content" not in reply_fields else None, **reply_fields)
+    mirror_fields: dict = {
+        "mirror-display-attachment": {"openclawDisplayContent": display},
+        "mirror-media-facts": {"__openclaw": MEDIA},
+        "mirror-delivered-media": {"openclawDelivery": {"mediaUrls": ["/tmp/chart.png"]}},
+        "mirror-delivered-media-url": {"openclawDelivery": {"mediaUrl": "/tmp/chart.png"}},
+    }.get(side, {})
+    m = mirror(TEXT, **mirror_fields)
+    if side == "mirror-image-block":
+        m["message"]["content"].append(IMAGE)
+    named = mirror(TEXT, marker={"sourceAssistantMessageId": a["id"]}, **mirror_fields)
+    if side == "mirror-image-block":
+        named["message"]["content"].append(IMAGE)
+    assert not drops(run([header(), user(), a, m])), side
+    assert not drops(run([header(), user(), a, named])), side
+
+
+def test_thinking_and_tool_calls_of_the_reply_are_not_media():
+    display = [{"type": "reasoning", "text": "t"}, {"type": "text", "text": TEXT}]
+    a = assistant(TEXT, thinking="t", tool_calls=["c1"], openclawDisplayContent=display)
+    a["message"]["content"].insert(0, {"type": "reasoning", "text": "more"})
+    m = gateway_send(TEXT)
+    assert drops(run([header(), user(), a, m])) == {m["id"]: ("delivery_mirror_duplicate", a["id"])}
+
+
+# Commentary is not the answer a mirror delivers.
+
+
+def phased(text, phase):
+    signature = json.dumps({"v": 1, "id": phase, "phase": phase})
+    return {"type": "text", "text": text, "textSignature": signature}
+
+
+def test_a_mirror_repeats_the_final_answer_without_the_commentary():
+    content = [phased("I will check the departure.", "commentary"),
+               phased("The train leaves at noon.", "final_answer")]
+    a = assistant(content=[{"type": "thinking", "thinking": "t"}, *content])
+    m = mirror("The train leaves at noon.", marker={"sourceAssistantMessageId": a["id"]})
+    unnamed = gateway_send("The train leaves at noon.")
+    assert drops(run([header(), user(), a, m])) == {m["id"]: ("delivery_mirror_duplicate", a["id"])}
+    assert set(drops(run([header(), user(), a, unnamed]))) == {unnamed["id"]}
+    # the reply's own visible text is unchanged: its cleaned child still carries both parts
+    child = assistant(content=content, parent=a["id"], usage=None)
+    assert set(drops(run([header(), user(), a, child]))) == {child["id"]}
+    # the whole visible text, commentary included, is not what was delivered
+    both = mirror("I will check the departure.\nThe train leaves at noon.")
+    assert not drops(run([header(), user(), a, both]))
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        "legacy-signature-id",
+        '{"v": 2, "phase": "commentary"}',
+        '{"v": true, "phase": "commentary"}',
+        '{"v": 1, "phase": "Commentary"}',
+        "{not json",
+        '{"v": 1}',
+        "[1]",
+    ],
+)
+def test_a_signature_without_a_commentary_phase_leaves_the_text_whole(signature):
+    content = [{"type": "text", "text": "Checking.", "textSignature": signature},
+               {"type": "text", "text": "Noon."}]
+    a = assistant(content=content)
+    m = mirror("Checking.\nNoon.")
+    assert drops(run([header(), user(), a, m])) == {m["id"]: ("delivery_mirror_duplicate", a["id"])}
+
+
+def test_a_reply_whose_own_phase_is_commentary_delivers_nothing():
+    a = assistant("Let me look that up.", phase="commentary")
+    assert not drops(run([header(), user(), a, mirror("Let me look that up.")]))
+
+
+@pytest.mark.parametrize("kind", ["unknown", "message-tool", {"nested": 1}, ""])
+def test_a_reply_with_a_mirror_kind_openclaw_does_not_know_is_a_model_reply(kind):
+    """OpenClaw honours only the kinds it writes: such a reply is a model turn, and no mirror."""
+    a = assistant(TEXT)
+    marked = assistant(
+        TEXT, provider="openai", model="gpt-5", parent=None, openclawDeliveryMirror={"kind": kind}
+    )
+    verdicts = run([header(), user(), a, marked])
+    assert not drops(verdicts)
+    assert [x.related_entry_id for x in alerts(verdicts, "consecutive_assistant")] == [a["id"]]
 
 
 def test_a_non_mirror_assistant_is_not_a_delivery_mirror():
@@ -429,11 +698,74 @@ def test_cleaned_child_duplicate_drops_the_text_only_child():
     )
 
 
-def test_cleaned_child_with_string_content_and_counted_usage_is_dropped():
+def test_cleaned_child_with_string_content_and_the_parents_usage_is_dropped():
     a = assistant(TEXT, thinking="reasoning")
-    child = assistant(content=TEXT, provider="openai", model="gpt-5")
+    child = assistant(content=TEXT, provider="openai", model="gpt-5", usage=a["message"]["usage"])
     verdicts = run([header(), user(), a, child])
     assert drops(verdicts) == {child["id"]: ("cleaned_child_duplicate", a["id"])}
+
+
+def test_a_child_billed_on_its_own_is_a_second_model_turn():
+    """Same text, usage of its own: a second call that said the same, not a cleaned copy
+    (OpenClaw's replay keeps adjacent identical turns with real usage, #99504)."""
+    a = assistant(TEXT, thinking="reasoning")
+    child = assistant(content=TEXT, provider="openai", model="gpt-5")
+    assert not drops(run([header(), user(), a, child]))
+    plain = assistant(TEXT)
+    again = assistant(TEXT, usage=plain["message"]["usage"])
+    assert not drops(run([header(), user(), plain, again]))
+
+
+def test_a_zero_usage_receipt_of_a_plain_reply_is_dropped():
+    """OpenClaw's bare delivery receipt: right after the reply, no marker, zero usage, stop."""
+    a = assistant(TEXT, provider="amazon-bedrock", model="claude-haiku")
+    receipt = assistant(TEXT, provider="amazon-bedrock", model="claude-haiku", usage=zero_usage())
+    verdicts = run([header(), user(), a, receipt])
+    check_drop(
+        verdicts[3],
+        kind="cleaned_child_duplicate",
+        severity=Severity.INFO,
+        entry_id=receipt["id"],
+        related=a["id"],
+        line=4,
+    )
+    # a custom entry between is no message: still right after the reply
+    a = assistant(TEXT)
+    receipt = assistant(TEXT, usage=zero_usage(), parent=a["id"])
+    assert drops(run([header(), user(), a, custom(), receipt])) == {
+        receipt["id"]: ("cleaned_child_duplicate", a["id"])
+    }
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "usage-absent",
+        "stop-length",
+        "marker-of-unknown-kind",
+        "parent-calls-tools",
+        "parent-is-a-mirror",
+        "parent-has-an-image",
+        "a-tool-result-between",
+        "no-lineage",
+    ],
+)
+def test_receipt_near_misses_are_kept(shape):
+    a = assistant(TEXT, tool_calls=["c1"] if shape == "parent-calls-tools" else ())
+    if shape == "parent-is-a-mirror":
+        a = mirror(TEXT)
+    if shape == "parent-has-an-image":
+        image = {"type": "image", "source": {"type": "url", "url": "https://example.test/a.png"}}
+        a = assistant(content=[{"type": "text", "text": TEXT}, image])
+    between = [tool_result("c1")] if shape == "a-tool-result-between" else []
+    fields: dict = {"usage": None if shape == "usage-absent" else zero_usage()}
+    if shape == "stop-length":
+        fields["stop_reason"] = "length"
+    if shape == "marker-of-unknown-kind":
+        fields["openclawDeliveryMirror"] = {"kind": "unknown"}
+    parent = None if shape == "no-lineage" else a["id"]
+    receipt = assistant(TEXT, parent=parent, **fields)
+    assert not drops(run([header(), user(), a, *between, receipt]))
 
 
 def test_cleaned_child_rule_keeps_its_near_misses():
@@ -595,7 +927,7 @@ def test_cleaned_child_under_a_dropped_mirror_is_dropped_in_the_first_pass():
     """Its cleaned parent is the reply, so a second cleaning would drop it otherwise."""
     a = assistant(TEXT, thinking="thinking")
     m = mirror(TEXT)
-    child = assistant(TEXT, provider="openai", model="gpt-5", parent=m["id"])
+    child = assistant(TEXT, provider="openai", model="gpt-5", parent=m["id"], usage=None)
     verdicts = run([header(), user(), a, m, child])
     assert drops(verdicts) == {
         m["id"]: ("delivery_mirror_duplicate", a["id"]),
@@ -626,8 +958,10 @@ def test_cleaning_twice_with_reused_ids(case):
             u | {"parentId": m["id"]},
         ]
     else:
-        # the first entry with the id was a dropped mirror; the second version is kept
-        items = [header(), user(), a, m, assistant(TEXT, id=m["id"], parent=a["id"], usage=None)]
+        # the first entry with the id was a dropped mirror; the second version, a receipt of
+        # the reply, is kept
+        receipt = assistant(TEXT, id=m["id"], parent=a["id"], usage=zero_usage())
+        items = [header(), user(), a, m, receipt]
     once = outputs(run(items))
     assert not drops(run(once))
 
@@ -649,7 +983,8 @@ def test_a_dropped_message_leaves_its_idempotency_key_unused():
     a later reply with k1 was kept beside a collision alert in the first cleaning and dropped
     as a replay in the second. A dropped entry leaves no trace, and gets one alert."""
     raw = assistant("Hello there, friend.", thinking="thought", idempotency_key="k1")
-    child = assistant("Hello there, friend.", parent=raw["id"], idempotency_key="k1")
+    child = assistant("Hello there, friend.", parent=raw["id"], idempotency_key="k1",
+                      usage=raw["message"]["usage"])
     again = assistant("Hello there, friend.", thinking="thought", idempotency_key="k1",
                       parent=child["id"], usage=raw["message"]["usage"])
     first = run([header(), user(parent=None), raw, child, again])

@@ -25,6 +25,7 @@ from .builders import (
     assistant,
     custom,
     encode,
+    entry,
     header,
     mirror,
     new_session,
@@ -74,7 +75,10 @@ json_values = st.recursive(
 )
 
 
-KINDS = ["user", "assistant", "assistant", "echo", "echo", "mirror", "tool", "custom", "again"]
+KINDS = [
+    "user", "assistant", "assistant", "echo", "echo", "mirror", "mirror", "tool", "custom",
+    "again", "leaf",
+]
 JUNK = [b"{", b"[]", b'{"type":"message"}', b"\xff"]
 
 
@@ -85,6 +89,25 @@ def _draw_parent(draw, ids):
     if choice == "earlier" and ids:
         return draw(st.sampled_from(ids))
     return "ghost-parent" if choice == "ghost" else None
+
+
+def _draw_mirror(draw, text, parent, ids):
+    """A mirror with what it may say it delivered: a key, its own send, a source reply, media."""
+    marker: dict = {}
+    if draw(st.booleans()):
+        marker["sourceMessageId"] = draw(st.sampled_from(["m1", "m2"]))
+    if ids and draw(st.booleans()):
+        marker["sourceAssistantMessageId"] = draw(st.sampled_from(ids))
+    fields: dict = {}
+    if draw(st.integers(0, 4)) == 0:
+        fields["openclawDelivery"] = {"mediaUrls": ["/tmp/chart.png"]}
+    return mirror(
+        text,
+        parent=parent,
+        idempotency_key=draw(st.sampled_from([None, None, "send-1", "send-2"])),
+        marker=marker or None,
+        **fields,
+    )
 
 
 def _draw_echo(draw, original, text, parent):
@@ -113,8 +136,11 @@ def _draw_reply(draw, replies, calls, *, text, parent, key):
     }[draw(st.sampled_from(["counted", "absent", "zero", "copied"]))]
     new_calls = [f"call{len(replies)}"] if draw(st.booleans()) else []
     calls += new_calls
+    # a reply that declares it is mirrored, now and then
+    fields = {"__openclaw": {"mirrorIdentity": "run-1:assistant"}} if draw(st.booleans()) else {}
     return assistant(
         text,
+        **fields,
         thinking="thought" if draw(st.booleans()) else None,
         tool_calls=new_calls,
         provider=provider,
@@ -153,7 +179,9 @@ def session_lines(draw, min_size=0, max_size=25, reuse_ids=True):
         elif kind == "assistant":
             item = _draw_reply(draw, replies, calls, text=text, parent=parent, key=key)
         elif kind == "mirror":
-            item = mirror(text, parent=parent)
+            item = _draw_mirror(draw, text, parent, ids)
+        elif kind == "leaf" and ids:
+            item = entry("leaf", parent=parent, targetId=draw(st.sampled_from(ids)))
         elif kind == "tool":
             item = tool_result(draw(st.sampled_from([*calls, "unknown-call"])), parent=parent)
         elif kind == "custom":

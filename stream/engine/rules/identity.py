@@ -27,15 +27,17 @@ IDEMPOTENT_REPLAY: Final[DropRule] = DropRule(
 )
 
 # Memory values: "e:<id>" -> [seq, fingerprint, source hash, drop rule, related id, kept
-# ancestor, first kept child]; "k:<key>" -> [seq, content fingerprint, entry id];
-# "i:<scope>\0<role>\0<fingerprint>" -> [seq, entry id]; "v:<id>\0<fingerprint>" -> [seq,
-# source hash] for each conflicting version of an id that was kept.
+# ancestor, first kept child], and for a kept final model reply (no tool calls) with text a
+# mirror would repeat, its `reply_text_hash` last; "k:<key>" -> [seq, content fingerprint,
+# entry id]; "i:<scope>\0<role>\0<fingerprint>" -> [seq, entry id]; "v:<id>\0<fingerprint>" ->
+# [seq, source hash] for each conflicting version of an id that was kept.
 E_FP: Final = 1
 E_SRC: Final = 2
 E_RULE: Final = 3
 E_RELATED: Final = 4
 E_ANCESTOR: Final = 5
 E_CHILD: Final = 6
+E_REPLY_TEXT: Final = 7
 
 
 def entry_record(ctx: Context) -> list | None:
