@@ -133,7 +133,7 @@ def test_a_mirror_with_new_text_is_an_outbound_message() -> None:
 
 
 def test_a_mirror_marked_by_its_delivery_field_counts_too() -> None:
-    entry = parse(raw(assistant("hi", openclawDeliveryMirror={"kind": "message-tool"})))
+    entry = parse(raw(assistant("hi", openclawDeliveryMirror={"kind": "message-tool-source-reply"})))
     assert mw.render(entry, []) == "assistant (delivered): hi\n"
 
 
@@ -461,7 +461,9 @@ def duplicate_shapes() -> dict[str, list[dict]]:
     children: list[dict] = []
     for turn in range(3):
         reply = assistant(f"Reply {turn}.", thinking="hmm")
-        children += [user(f"q{turn}"), reply, assistant(f"Reply {turn}.", parent=reply["id"])]
+        # the cleaned copy carries the raw reply's usage: one model turn, written twice
+        children += [user(f"q{turn}"), reply, assistant(f"Reply {turn}.", parent=reply["id"],
+                                                        usage=reply["message"]["usage"])]
     echo = [user("go"), assistant("Done: 3 files changed.", thinking="plan")]
     echo.append(assistant("Done: 3 files changed.", usage=None))  # a subagent echo
     return {"shape-cli-copies": cli, "shape-cleaned-children": children, "shape-echo": echo}

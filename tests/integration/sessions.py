@@ -46,10 +46,11 @@ def cleaned_children(session_id: str) -> list:
     return [
         user("q1", parent=None),
         first,
-        assistant("The answer is 42.", parent=first["id"]),
+        # cleaned copies carry their raw reply's usage: one model turn each, written twice
+        assistant("The answer is 42.", parent=first["id"], usage=first["message"]["usage"]),
         user("q2"),
         second,
-        assistant("Another answer.", parent=second["id"]),
+        assistant("Another answer.", parent=second["id"], usage=second["message"]["usage"]),
         user("q3"),
         assistant("The answer is 42."),
         assistant("A child with other text.", parent=None),
