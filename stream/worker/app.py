@@ -40,6 +40,8 @@ class Worker:
     store: TableStore
     settings: Settings
     metrics: WorkerMetrics
+    # per input partition, the consumer's fetch position as last read (see _fetch_positions)
+    fetched: dict[int, int]
 
 
 def changelog_topics(settings: Settings) -> list[str]:
@@ -95,14 +97,16 @@ def create_app(settings: Settings) -> Worker:
         value_serializer="raw",
         partitions=settings.partitions,
     )
+    fetched: dict[int, int] = {}
     metrics = WorkerMetrics(Readings(
         processor.tally,
         lambda: dict(processor.outputs_by_topic),
         store.size,
-        lambda: {p: lag for p, lag in _lag(app, settings.input_topic, processor.positions).items()
+        lambda: {p: lag for p, lag in _lag(app, settings.input_topic, processor.positions,
+                                           fetched).items()
                  if lag is not None},
     ))
-    worker = Worker(app, processor, store, settings, metrics)
+    worker = Worker(app, processor, store, settings, metrics, fetched)
     app.lane(source, _batch_handler(worker))
     _add_pages(worker)
     _watch_for_stalls(worker)
@@ -149,10 +153,17 @@ def _owned(app: faust.App, topic: str) -> set[int]:
     return {tp.partition for tp in app.consumer.assignment() if tp.topic == topic}
 
 
-def _lag(app: faust.App, topic: str, positions: dict[int, int]) -> dict[int, int | None]:
+def _lag(app: faust.App, topic: str, positions: dict[int, int],
+         fetched: dict[int, int]) -> dict[int, int | None]:
     """Records behind the newest one the consumer has seen, per assigned input partition,
     counted from what this worker processed or, for a partition it has not processed yet,
-    from the group's committed offset; None where no fetch has reported the end yet."""
+    from the group's committed offset; None where no fetch has reported the end yet.
+
+    Offsets that hold no record (the commit marker after a transaction's records, a record
+    compaction removed) are never processed: the consumer's fetch position passes them, and
+    counting from it keeps a partition that ends in a marker from looking one record behind
+    forever (which made the stall watchdog restart an idle worker on a transactional input).
+    """
     lag: dict[int, int | None] = {}
     consumer = app.consumer
     for tp in consumer.assignment():
@@ -160,9 +171,30 @@ def _lag(app: faust.App, topic: str, positions: dict[int, int]) -> dict[int, int
             continue
         highwater = consumer.highwater(tp)
         committed = internals.committed_offset(consumer, tp) or 0
-        position = max(positions.get(tp.partition, 0), committed)
+        position = max(positions.get(tp.partition, 0), committed, fetched.get(tp.partition, 0))
         lag[tp.partition] = None if highwater is None else max(0, highwater - position)
     return lag
+
+
+async def _fetch_positions(app: faust.App, topic: str, fetched: dict[int, int]) -> None:
+    """Read the consumer's fetch position of each assigned input partition into `fetched`.
+
+    The position is past every record the consumer handed on, and past the offsets without a
+    record it read over; a record handed on is in the lane's batch at once, so between it and
+    what was processed lies nothing but such offsets (or, for a moment, a fetch on its way).
+    """
+    consumer = app.consumer
+    owned = [tp for tp in consumer.assignment() if tp.topic == topic]
+    positions: dict[int, int] = {}
+    for tp in owned:
+        try:
+            position = await asyncio.wait_for(consumer.position(tp), 2.0)
+        except Exception:  # noqa: BLE001 - a rebalance under way, no position yet: next tick
+            continue
+        if position is not None:
+            positions[tp.partition] = position
+    fetched.clear()
+    fetched.update(positions)
 
 
 def _watch_for_stalls(worker: Worker) -> None:
@@ -171,19 +203,21 @@ def _watch_for_stalls(worker: Worker) -> None:
     progress for `stall_timeout` exits with code 3 so its supervisor restarts it; processing
     is replay-safe, so the restart loses and doubles nothing."""
     timeout = worker.settings.stall_timeout
-    if timeout <= 0:
-        return
-    processor, app = worker.processor, worker.app
+    processor, app, topic = worker.processor, worker.app, worker.settings.input_topic
     seen = {"entries": -1, "since": time.monotonic()}
 
-    @app.timer(min(5.0, timeout / 3), name="stall-watchdog")
+    @app.timer(min(5.0, timeout / 3) if timeout > 0 else 5.0, name="stall-watchdog")
     async def watchdog() -> None:
+        # also what /metrics counts lag from
+        await _fetch_positions(app, topic, worker.fetched)
+        if timeout <= 0:
+            return
         now = time.monotonic()
         if processor.tally.entries_in != seen["entries"]:
             seen.update(entries=processor.tally.entries_in, since=now)
             return
         # A partition whose end no fetch reported for so long is not being fetched: stalled.
-        lags = _lag(app, worker.settings.input_topic, processor.positions).values()
+        lags = _lag(app, topic, processor.positions, worker.fetched).values()
         behind = sum(1 if lag is None else lag for lag in lags)
         if behind == 0:
             seen["since"] = now
