@@ -5,6 +5,9 @@ they are delivered, without moving. The loop sends them through the producer of
 `stream.sources.produce` (acks=all, a bounded window of unacknowledged sends) and only then calls
 `commit()`, which moves the source and saves its checkpoint. A crash between the two re-sends
 the batch on restart (at-least-once; the worker drops repeated entry ids), and never skips it.
+A broker that goes away is waited for (`stream.kafka.retry`): the batch is sent again, with
+backoff, until the broker acknowledges it, and only then checkpointed, so the source goes on
+by itself when the broker is back, and what it sent twice is the same records, byte for byte.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from aiokafka.errors import KafkaError
 
 from stream.kafka.admin import ensure_input_topic
 from stream.kafka.producer import make_producer, send_records
+from stream.kafka.retry import Backoff, Stopped, quiet_client_logs, until_done
 from stream.settings import Settings, add_options
 from stream.sources.checkpoint import CheckpointError
 
@@ -59,17 +63,28 @@ async def pump(
     poll_interval: float,
     once: bool,
     stop: asyncio.Event | None = None,
+    broker: str = "",
+    backoff: Backoff | None = None,
 ) -> int:
     """Poll, send, commit until `stop` is set (or, with `once`, until nothing is left to read).
 
-    Returns the number of records sent. A failing send raises before the commit.
+    Returns the number of records sent. A send the broker's absence failed is repeated with
+    `backoff` until it succeeds (stream.kafka.retry); a stop meanwhile leaves the batch
+    uncommitted, for the next run to send. Any other failing send raises before the commit.
     """
     stop = stop or asyncio.Event()
+    backoff = backoff or Backoff()
     sent = 0
     while not stop.is_set():
         batch = source.poll()
         if batch.records:
-            await send(batch.records)
+            try:
+                await until_done(lambda: send(batch.records),  # noqa: B023 - awaited here
+                                 f"sending {len(batch.records)} records", broker=broker,
+                                 stop=stop, backoff=backoff)
+            except Stopped:
+                break
+            backoff.reset()
             sent += len(batch.records)
         source.commit(batch)
         if batch.more:
@@ -96,7 +111,8 @@ async def publish(settings: Settings, source: Source[P], poll_interval: float, o
         async def send(records: list[Record]) -> None:
             await send_records(producer, settings.input_topic, records)
 
-        return await pump(source, send, poll_interval=poll_interval, once=once, stop=stop)
+        return await pump(source, send, poll_interval=poll_interval, once=once, stop=stop,
+                          broker=settings.bootstrap)
     finally:
         for number in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(number)
@@ -144,6 +160,7 @@ def run(
     logging.basicConfig(
         level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
     )
+    quiet_client_logs()
     settings = Settings.load(args)
     try:
         source = open_source()

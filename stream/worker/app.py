@@ -9,11 +9,13 @@ import time
 from dataclasses import dataclass
 
 import faust
+from aiokafka.errors import KafkaError
 from faust.types import Message
 
 from stream.engine import Engine, Limits
 from stream.kafka import internals
-from stream.kafka.configuration import MAX_RECORD_BYTES, faust_credentials
+from stream.kafka.admin import partition_counts
+from stream.kafka.configuration import MAX_RECORD_BYTES, client_options, faust_credentials
 from stream.kafka.producer import make_producer
 from stream.settings import Settings
 from stream.worker.checkpoint import Checkpoint
@@ -201,10 +203,15 @@ def _watch_for_stalls(worker: Worker) -> None:
     """Faust can stop feeding an agent after a rebalance while its partitions still hold
     records (seen here with a worker rejoining a group). A worker that has work but makes no
     progress for `stall_timeout` exits with code 3 so its supervisor restarts it; processing
-    is replay-safe, so the restart loses and doubles nothing."""
+    is replay-safe, so the restart loses and doubles nothing.
+
+    A broker that does not answer is no stall (stream.kafka.retry): Faust's consumer and the
+    deliveries wait for it, and a restart would only wait too (or give up at start-up). The
+    stall clock starts again when the broker answers."""
     timeout = worker.settings.stall_timeout
-    processor, app, topic = worker.processor, worker.app, worker.settings.input_topic
-    seen = {"entries": -1, "since": time.monotonic()}
+    settings = worker.settings
+    processor, app, topic = worker.processor, worker.app, settings.input_topic
+    seen = _Progress(entries=-1, since=time.monotonic())
 
     @app.timer(min(5.0, timeout / 3) if timeout > 0 else 5.0, name="stall-watchdog")
     async def watchdog() -> None:
@@ -213,19 +220,48 @@ def _watch_for_stalls(worker: Worker) -> None:
         if timeout <= 0:
             return
         now = time.monotonic()
-        if processor.tally.entries_in != seen["entries"]:
-            seen.update(entries=processor.tally.entries_in, since=now)
+        if processor.tally.entries_in != seen.entries:
+            seen.entries, seen.since = processor.tally.entries_in, now
+            if seen.broker_away:
+                log.warning("processing again: the broker at %s is back", settings.bootstrap)
+                seen.broker_away = False
             return
         # A partition whose end no fetch reported for so long is not being fetched: stalled.
         lags = _lag(app, topic, processor.positions, worker.fetched).values()
         behind = sum(1 if lag is None else lag for lag in lags)
         if behind == 0:
-            seen["since"] = now
-        elif now - seen["since"] >= timeout:
+            seen.since = now
+            return
+        if not await _broker_answers(settings):
+            if not seen.broker_away:
+                log.warning("%d records behind and none processed: the broker at %s does not "
+                            "answer; waiting for it", behind, settings.bootstrap)
+            seen.broker_away, seen.since = True, time.monotonic()
+            return
+        if seen.broker_away:
+            log.warning("the broker at %s answers again; nothing processed yet",
+                        settings.bootstrap)
+            seen.broker_away = False
+        if now - seen.since >= timeout:
             log.error("stalled: %d records behind and none processed for %.0fs; exiting "
-                      "for a restart", behind, now - seen["since"])
+                      "for a restart", behind, now - seen.since)
             logging.shutdown()
             os._exit(STALLED_EXIT_CODE)
+
+
+@dataclass
+class _Progress:
+    entries: int
+    since: float  # when the watchdog last saw progress, nothing to do, or no broker
+    broker_away: bool = False
+
+
+async def _broker_answers(settings: Settings) -> bool:
+    try:
+        await asyncio.wait_for(partition_counts(client_options(settings), []), 15)
+    except (KafkaError, OSError, TimeoutError):
+        return False
+    return True
 
 
 def _add_pages(worker: Worker) -> None:
