@@ -187,16 +187,12 @@ async def _fetch_positions(app: faust.App, topic: str, fetched: dict[int, int]) 
     """
     consumer = app.consumer
     owned = [tp for tp in consumer.assignment() if tp.topic == topic]
-    positions: dict[int, int] = {}
-    for tp in owned:
-        try:
-            position = await asyncio.wait_for(consumer.position(tp), 2.0)
-        except Exception:  # noqa: BLE001 - a rebalance under way, no position yet: next tick
-            continue
-        if position is not None:
-            positions[tp.partition] = position
+    # A partition without a position yet (a rebalance under way) is left for the next tick.
+    found = await asyncio.gather(*(asyncio.wait_for(consumer.position(tp), 2.0) for tp in owned),
+                                 return_exceptions=True)
     fetched.clear()
-    fetched.update(positions)
+    fetched.update({tp.partition: position for tp, position in zip(owned, found, strict=True)
+                    if isinstance(position, int)})
 
 
 def _watch_for_stalls(worker: Worker) -> None:
