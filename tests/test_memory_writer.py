@@ -133,7 +133,8 @@ def test_a_mirror_with_new_text_is_an_outbound_message() -> None:
 
 
 def test_a_mirror_marked_by_its_delivery_field_counts_too() -> None:
-    entry = parse(raw(assistant("hi", openclawDeliveryMirror={"kind": "message-tool-source-reply"})))
+    marker = {"kind": "message-tool-source-reply"}
+    entry = parse(raw(assistant("hi", openclawDeliveryMirror=marker)))
     assert mw.render(entry, []) == "assistant (delivered): hi\n"
 
 

@@ -59,13 +59,23 @@ class BrokerStartError(RuntimeError):
 
 @dataclass(eq=False)
 class RunningBroker:
-    """A broker process on loopback that owns a temporary working directory."""
+    """A broker process on loopback that owns a temporary working directory.
+
+    `kill()` and `restart()` take the broker away and bring it back on the same port and the
+    same files, for the tests of what clients do meanwhile. Apache Kafka keeps its topics,
+    offsets and groups across them; Tansu keeps everything in memory and loses it all.
+    """
 
     kind: BrokerKind
     port: int
     process: subprocess.Popen[bytes]
     workdir: Path
     log_path: Path
+    # how the process was started, so restart() can start it again
+    command: list[str] = field(default_factory=list, kw_only=True, repr=False)
+    env: Mapping[str, str] | None = field(default=None, kw_only=True, repr=False)
+    ready: Callable[[RunningBroker, float], None] | None = field(
+        default=None, kw_only=True, repr=False)
     _stopped: bool = field(default=False, init=False, repr=False)
 
     @property
@@ -89,6 +99,31 @@ class RunningBroker:
             _signal_group(self.process, signal.SIGKILL)
             self.process.wait()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL the broker, as a crash or an OOM kill would, and keep its files."""
+        _signal_group(self.process, signal.SIGKILL)
+        self.process.wait()
+
+    def restart(self, ready_timeout: float = 120.0) -> None:
+        """Start the broker again, on the same port, data and configuration, once it is
+        down (after kill()); returns when it answers metadata again."""
+        if self._stopped:
+            raise BrokerStartError("the broker was stopped and its files deleted")
+        if self.process.poll() is None:
+            raise BrokerStartError("the broker is still running; kill() it first")
+        with self.log_path.open("ab") as log_file:
+            log_file.write(b"\n--- restarted ---\n")
+            self.process = _spawn(self.command, self.workdir, log_file, self.env)
+        try:
+            if self.ready is None:
+                wait_ready(self.bootstrap, ready_timeout, self.process)
+            else:
+                self.ready(self, ready_timeout)
+        except BrokerStartError as exc:
+            raise BrokerStartError(
+                f"{self.kind} restart: {exc}\n--- broker.log tail ---\n{self.log_tail()}"
+            ) from exc
 
     def log_tail(self, lines: int = 40) -> str:
         return log_tail(self.log_path, lines)
@@ -147,19 +182,8 @@ def launch(
     """
     log_path = workdir / "broker.log"
     with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=workdir,
-            env=env,
-            # Own process group, so a Ctrl-C aimed at the caller's terminal does not
-            # hit the broker mid-test, and stop() can signal every process of it.
-            start_new_session=True,
-            preexec_fn=die_with_parent_hook(),  # noqa: PLW1509 - see the hook
-        )
-    broker = make(kind, port, process, workdir, log_path)
+        process = _spawn(cmd, workdir, log_file, env)
+    broker = make(kind, port, process, workdir, log_path, command=cmd, env=env, ready=wait)
     atexit.register(broker.stop)
     try:
         if wait is None:
@@ -173,6 +197,22 @@ def launch(
             raise BrokerStartError(f"{kind}: {exc}\n--- broker.log tail ---\n{tail}") from exc
         raise
     return broker
+
+
+def _spawn(cmd: list[str], workdir: Path, log_file, env: Mapping[str, str] | None,
+           ) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        cwd=workdir,
+        env=env,
+        # Own process group, so a Ctrl-C aimed at the caller's terminal does not
+        # hit the broker mid-test, and stop() can signal every process of it.
+        start_new_session=True,
+        preexec_fn=die_with_parent_hook(),  # noqa: PLW1509 - see the hook
+    )
 
 
 def wait_ready(

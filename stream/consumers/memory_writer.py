@@ -19,7 +19,9 @@ out when the file already holds that text. Tool results, custom entries and ever
 type are not written.
 
 Delivery is at least once: offsets are committed only after the files are durable, so after a
-crash or a rebalance records come again. Writing is idempotent on (session id, entry id): beside
+crash, a rebalance or a broker that went away records come again. While the broker is away the
+writer keeps asking for records and retries its commit (`stream.kafka.retry`); it goes on by
+itself when the broker is back. Writing is idempotent on (session id, entry id): beside
 each markdown file, `OUT/.index/<session>.ids` lists the entries already written, each with the
 size the markdown file had after it. That index is the commit record of the markdown file: the
 markdown is appended and fsynced first, the index second, and on load anything in the markdown
@@ -37,6 +39,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import sys
@@ -58,6 +61,7 @@ from stream.kafka.consumer import (
     make_consumer,
     topic_partitions,
 )
+from stream.kafka.retry import Backoff, curable, quiet_client_logs, until_done
 from stream.settings import Settings, add_options
 
 INDEX_DIR = ".index"
@@ -67,6 +71,8 @@ CACHED_SESSIONS = 1000  # sessions whose ids and texts stay in memory between ba
 POLL_MS = 500
 IDLE_TIMEOUT = 5.0  # --once: stop after this long without a record, should the end never show
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+log = logging.getLogger(__name__)
 
 
 # --- rendering: one entry -> one markdown line -------------------------------------------------
@@ -312,8 +318,20 @@ async def consume(
         consumer.subscribe([topic], listener=_ForgetOnRevoke(writer))
         loop = asyncio.get_running_loop()
         idle_since: float | None = None
+        backoff = Backoff()
         while True:
-            batches = await consumer.getmany(timeout_ms=POLL_MS)
+            try:
+                batches = await consumer.getmany(timeout_ms=POLL_MS)
+            except KafkaError as error:
+                # Nothing was written or committed for these: they come again.
+                if not curable(error):
+                    raise
+                delay = backoff.next()
+                log.warning("fetching from %s failed (%s); retrying in %.1fs",
+                            settings.bootstrap, error, delay)
+                await asyncio.sleep(delay)
+                continue
+            backoff.reset()
             if batches:
                 stats.records += sum(map(len, batches.values()))
                 # A session's records share a key, hence a partition, and come in order.
@@ -324,7 +342,10 @@ async def consume(
                     if record.key is not None and record.value is not None
                 )
                 # Only now, with the lines durable, may the group forget these records.
-                await _commit(consumer, {tp: rs[-1].offset + 1 for tp, rs in batches.items()})
+                offsets = {tp: rs[-1].offset + 1 for tp, rs in batches.items()}
+                await until_done(lambda: _commit(consumer, offsets),  # noqa: B023 - awaited
+                                 "committing the memory writer's offsets",
+                                 broker=settings.bootstrap)
                 idle_since = loop.time()
             elif follow:
                 continue
@@ -435,6 +456,9 @@ def main(
     if args.compare:
         print(format_report(duplicate_line_report(*map(Path, args.compare))), file=stdout)
         return 0
+    logging.basicConfig(level=logging.WARNING,
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    quiet_client_logs()
     settings = Settings.load(args)
     topic = settings.clean_topic if args.topic == "clean" else settings.input_topic
     group = args.group or f"{settings.app_id}-memory-writer"

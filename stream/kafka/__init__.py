@@ -1,5 +1,6 @@
 """All Kafka client code of the project, in one package: `configuration` (the broker's address,
 TLS and SASL, the record size limit), `admin` (topics and metadata), `producer` (the producer
 and its two ways of sending), `consumer` (the tools' consumers: topic waits, the end of a
-topic), `internals` (every touch of Faust's and aiokafka's private API). The worker, the
-sources, the tail and the memory writer use it; `stream.brokers` only launches local brokers."""
+topic), `retry` (the one policy for a broker that goes away and comes back), `internals`
+(every touch of Faust's and aiokafka's private API). The worker, the sources, the tail and the
+memory writer use it; `stream.brokers` only launches local brokers."""

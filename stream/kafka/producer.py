@@ -79,23 +79,31 @@ async def send_records(
     """Send (key, value) or (key, value, headers) records in order and wait until all are
     acknowledged; returns the count.
 
-    Raises the first delivery error (a KafkaError).
+    Raises the first delivery error (a KafkaError), but only once every record sent before it
+    has been acknowledged or has failed too: a caller that sends the records again (a source
+    whose broker went away, stream.kafka.retry) then puts its copies after all of them.
     """
     pending: list[asyncio.Future] = []
     sent = 0
-    for key, value, *rest in records:
-        headers = list(rest[0]) if rest else None
-        pending.append(await producer.send(topic, value=value, key=key, headers=headers))
-        if len(pending) >= window:
-            sent += await _acknowledged(pending)
+    try:
+        for key, value, *rest in records:
+            headers = list(rest[0]) if rest else None
+            pending.append(await producer.send(topic, value=value, key=key, headers=headers))
+            if len(pending) >= window:
+                sent += await _acknowledged(pending)
+    except Exception:
+        await asyncio.gather(*pending, return_exceptions=True)
+        raise
     return sent + await _acknowledged(pending)
 
 
 async def _acknowledged(pending: list[asyncio.Future]) -> int:
-    await asyncio.gather(*pending)
-    count = len(pending)
+    results = await asyncio.gather(*pending, return_exceptions=True)
     pending.clear()
-    return count
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return len(results)
 
 
 async def deliver_until_done(

@@ -9,6 +9,10 @@ the batch on restart (at-least-once; the worker drops repeated entry ids), and n
 A live source (`LiveSource`: the gateway source) also runs a watcher beside the loop, which says
 when there is news (an event on the gateway's bus); the loop then polls at once instead of
 waiting for the next interval.
+
+A broker that goes away is waited for (`stream.kafka.retry`): the batch is sent again, with
+backoff, until the broker acknowledges it, and only then checkpointed, so the source goes on
+by itself when the broker is back, and what it sent twice is the same records, byte for byte.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from aiokafka.errors import KafkaError
 
 from stream.kafka.admin import ensure_input_topic
 from stream.kafka.producer import Headers, make_producer, send_records
+from stream.kafka.retry import Backoff, Stopped, quiet_client_logs, until_done
 from stream.settings import Settings, add_options
 from stream.sources.checkpoint import CheckpointError
 
@@ -74,12 +79,17 @@ async def pump(
     poll_interval: float,
     once: bool,
     stop: asyncio.Event | None = None,
+    broker: str = "",
+    backoff: Backoff | None = None,
 ) -> int:
     """Poll, send, commit until `stop` is set (or, with `once`, until nothing is left to read).
 
-    Returns the number of records sent. A failing send raises before the commit.
+    Returns the number of records sent. A send the broker's absence failed is repeated with
+    `backoff` until it succeeds (stream.kafka.retry); a stop meanwhile leaves the batch
+    uncommitted, for the next run to send. Any other failing send raises before the commit.
     """
     stop = stop or asyncio.Event()
+    backoff = backoff or Backoff()
     news = asyncio.Event()
     watcher = None
     if isinstance(source, LiveSource) and not once:
@@ -90,7 +100,13 @@ async def pump(
             news.clear()  # before the poll: news arriving during it is not lost
             batch = source.poll()
             if batch.records:
-                await send(batch.records)
+                try:
+                    await until_done(lambda: send(batch.records),  # noqa: B023 - awaited here
+                                     f"sending {len(batch.records)} records", broker=broker,
+                                     stop=stop, backoff=backoff)
+                except Stopped:
+                    break
+                backoff.reset()
                 sent += len(batch.records)
             source.commit(batch)
             if batch.more:
@@ -139,7 +155,8 @@ async def publish(settings: Settings, source: Source[P], poll_interval: float, o
         async def send(records: list[Record]) -> None:
             await send_records(producer, settings.input_topic, records)
 
-        return await pump(source, send, poll_interval=poll_interval, once=once, stop=stop)
+        return await pump(source, send, poll_interval=poll_interval, once=once, stop=stop,
+                          broker=settings.bootstrap)
     finally:
         for number in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(number)
@@ -187,6 +204,7 @@ def run(
     logging.basicConfig(
         level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
     )
+    quiet_client_logs()
     settings = Settings.load(args)
     try:
         source = open_source()

@@ -11,6 +11,7 @@ import faust
 from stream.kafka import internals
 from stream.kafka.admin import BrokerUnreachable, TopicMismatch, ensure_topics, wait_for_broker
 from stream.kafka.configuration import client_options
+from stream.kafka.retry import quiet_client_logs
 from stream.settings import Settings
 from stream.worker.app import changelog_topics, create_app
 
@@ -25,6 +26,7 @@ def run_worker(settings: Settings) -> int:
         print(f"session-stream worker: {error}", file=sys.stderr)
         return 1
     internals.install_worker_patches(client_options(settings))
+    quiet_client_logs()
     worker = create_app(settings)
     runner = faust.Worker(worker.app, loglevel=settings.log_level, quiet=True)
     # With a spinner Faust sets the root logger to DEBUG, and every debug call of Faust and

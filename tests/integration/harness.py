@@ -33,9 +33,7 @@ def worker_settings(broker: RunningBroker, name: str, tmp_path: Path, **changes)
         alerts_topic=f"{name}-alerts",
         dlq_topic=f"{name}-dlq",
         data_dir=str(tmp_path / "data"),
-        partitions=4,
-        stall_timeout=20.0,
-        **changes,
+        **{"partitions": 4, "stall_timeout": 20.0, **changes},
     )
 
 
