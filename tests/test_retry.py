@@ -107,7 +107,7 @@ class _Producer:
     def __init__(self) -> None:
         self.futures: list[asyncio.Future] = []
 
-    async def send(self, topic, value=None, key=None) -> asyncio.Future:
+    async def send(self, topic, value=None, key=None, headers=None) -> asyncio.Future:
         future = asyncio.get_running_loop().create_future()
         if not self.futures:
             future.set_exception(NodeNotReadyError())
