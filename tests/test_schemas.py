@@ -445,6 +445,75 @@ SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
         {"unknown_tool_result"},
         [user("u1", None), tool_result("r1", "u1", "call-never-made")],
     ),
+    "announce-retry": (
+        {"announce_retry_duplicate"},
+        [
+            user("w1", None, "[Subagent Context] done", idempotencyKey="announce:settle:run-b"),
+            reply("a1", "w1", TEXT),
+            user("w2", "a1", "[Subagent Context] done",
+                 idempotencyKey="announce:settle:run-b:retry-1"),
+        ],
+    ),
+    "rewrite-copy": (
+        {"rewrite_copy"},
+        [
+            user("u1", None),
+            reply("a1", "u1", calls=("call-1",)),
+            tool_result("t1", "a1", "call-1"),
+            reply("a2", "t1", TEXT),
+            # an overflow recovery: the result again beside the original, then the reply
+            {**tool_result("t1b", "a1", "call-1"), "appendMode": "side"},
+            {**reply("a2", "t1b", TEXT), "id": "a2b"},
+        ],
+    ),
+    "silent-turn-replay": (
+        {"silent_turn_replay"},
+        [
+            user("u1", None),
+            reply("a1", "u1", TEXT),
+            user("h1", "a1", "HEARTBEAT", provenance={"kind": "internal_system",
+                                                      "sourceTool": "heartbeat"}),
+            reply("a2", "h1", "NO_REPLY"),
+            mirror("m1", "a2", TEXT, openclawDeliveryMirror={"kind": "channel-final"}),
+        ],
+    ),
+    "cli-aggregate": (
+        {"cli_aggregate_duplicate"},
+        [
+            user("u1", None),
+            reply("a1", "u1", "Let me look.", calls=("call-1",)),
+            tool_result("t1", "a1", "call-1"),
+            reply("a2", "t1", TEXT),
+            reply("a3", "a2", f"Let me look.\n\n{TEXT}", api="cli", provider="claude-cli"),
+        ],
+    ),
+    "cli-reimport": (
+        {"cli_reimport_duplicate"},
+        [
+            user("u1", None),
+            reply("a1", "u1", TEXT, api="cli", provider="claude-cli",
+                  idempotencyKey="cli-assistant:run-1"),
+            reply("a2", "a1", TEXT, provider="claude-cli",
+                  __openclaw={"importedFrom": "claude-cli", "externalId": "x"}),
+        ],
+    ),
+    "retried-prompt": (
+        {"retried_prompt"},
+        [
+            user("u1", None),
+            reply("a1", "u1", usage=ZERO_USAGE, error="LLM idle timeout (120s)"),
+            user("u2", "a1"),
+        ],
+    ),
+    "uncorrelated-final": (
+        {"uncorrelated_mirror_copy"},
+        [
+            user("u1", None),
+            reply("a1", "u1", TEXT),
+            mirror("m1", "a1", TEXT, openclawDeliveryMirror={"kind": "channel-final",
+                                                            "sourceMessageId": "tg-1"}),
+        ],
+    ),
     "malformed": (
         {"malformed_entry"},
         [

@@ -36,6 +36,12 @@ class Context:
     alerts: list[Alert]
     parent_read: bool
     parent_value: list | None
+    # the kept entry it hangs below in the output, and the entry it may be a copy of: read once
+    output_read: bool
+    output_id: str | None
+    output_value: list | None
+    original_read: bool
+    original_id: str | None
 
     def __init__(
         self, session: Session, entry: Entry, source: Source, source_hash: int, limits: Limits
@@ -49,6 +55,11 @@ class Context:
         self.alerts = []
         self.parent_read = False
         self.parent_value = None
+        self.output_read = False
+        self.output_id = None
+        self.output_value = None
+        self.original_read = False
+        self.original_id = None
 
     @property
     def state(self) -> SessionState:

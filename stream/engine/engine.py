@@ -7,7 +7,7 @@ import traceback
 from typing import Final
 
 from stream.engine.context import Context, Limits
-from stream.engine.entry import Entry, MalformedEntry, parse, record_key
+from stream.engine.entry import SILENT_HASHES, Entry, MalformedEntry, parse, record_key
 from stream.engine.records import (
     Action,
     Alert,
@@ -17,7 +17,7 @@ from stream.engine.records import (
     Verdict,
     alert_id,
 )
-from stream.engine.rules import echoes, identity, replies, structure
+from stream.engine.rules import echoes, identity, replies, rewrites, structure
 from stream.engine.rules.drops import Drop, drop_alert
 from stream.engine.rules.identity import (
     E_CHILD,
@@ -33,8 +33,10 @@ from stream.engine.state import (
     START_PARTIAL,
     START_SEEN,
     START_UNKNOWN,
+    TOOL_RESULT,
     USER,
     Session,
+    SessionState,
     origin_digest,
     source_hash,
 )
@@ -45,8 +47,13 @@ DROP_RULES: Final = {
     for rule in (
         identity.REDELIVERY,
         identity.IDEMPOTENT_REPLAY,
+        identity.ANNOUNCE_RETRY_DUPLICATE,
+        rewrites.REWRITE_COPY,
         echoes.DELIVERY_MIRROR_DUPLICATE,
+        echoes.SILENT_TURN_REPLAY,
         echoes.CLI_MIRROR_DUPLICATE,
+        echoes.CLI_AGGREGATE_DUPLICATE,
+        echoes.CLI_REIMPORT_DUPLICATE,
         echoes.CLEANED_CHILD_DUPLICATE,
         echoes.MISTAGGED_ECHO,
     )
@@ -96,9 +103,11 @@ class Engine:
                 drop = replayed
             else:
                 key_use = replayed
-                drop = echoes.find_echo(ctx)
-                if entry.role == "assistant":
-                    replies.duplicate_storm(ctx, drop is not None)
+                drop = _copy_of_earlier(ctx, key_use)
+                if drop is None:
+                    drop = echoes.find_echo(ctx)
+                    if entry.role == "assistant":
+                        replies.duplicate_storm(ctx, drop is not None)
         if drop is not None:
             if drop.rule is not identity.REDELIVERY:
                 ctx.remember(
@@ -107,7 +116,7 @@ class Engine:
                     ctx.source_hash,
                     drop.rule.name,
                     drop.related,
-                    identity.kept_ancestor(ctx),
+                    rewrites.stand_in(ctx, drop),
                     None,
                 )
             drop_alert(ctx, drop)
@@ -122,28 +131,29 @@ class Engine:
 
     def _keep(self, ctx: Context, first_occurrence: bool) -> Verdict:
         entry = ctx.entry
-        parent_id = identity.kept_ancestor(ctx)
-        output = entry.raw if parent_id == entry.parent_id else _reparented(entry, parent_id)
+        # `named`: the record of the parent the entry names; `parent`: of the one it keeps.
+        parent_id, parent = identity.output_parent(ctx)
+        output = _output(ctx, parent_id)
         if not first_occurrence:
             return Verdict(Action.KEPT, output)
-        # `named`: the record of the parent the entry names; `parent`: of the one it keeps.
         named = ctx.parent_record()
-        if parent_id == entry.parent_id:
-            parent, parent_key = named, entry.parent_key
-        else:
-            parent_key = record_key(parent_id)
-            parent = ctx.recall(parent_key) if parent_key else None
         if entry.parent_id is not None:
             structure.dangling_parent(ctx, named)
-        structure.branch_fork(ctx, parent_id, parent)
+        if parent_id == entry.parent_id:
+            # A branch the input has; one made by re-parenting around a copy is not.
+            structure.branch_fork(ctx, parent_id, parent)
         structure.tool_calls(ctx)
         replies.consecutive_assistant(ctx)
         replies.thinking_rejection_loop(ctx)
         replies.error_loop(ctx)
         replies.repetition_cascade(ctx)
-        if parent is not None and parent[E_CHILD] is None:
+        replies.retried_prompt(ctx)
+        echoes.uncorrelated_mirror_copy(ctx)
+        if parent is not None and parent[E_CHILD] is None and _continues_branch(entry):
             parent[E_CHILD] = entry.id
-            ctx.session.memory.put(parent_key, parent)
+            ctx.session.memory.put(record_key(parent_id), parent)
+        # The entry it stands beside (rule 2b): copies of that entry's children may hang below it.
+        beside = rewrites.chain_original(ctx) if entry.type != "leaf" else None
         if _is_final_reply(entry) and entry.reply_text_hash:
             # A mirror may name this reply later, or hang below it once the branch moved.
             ctx.remember(
@@ -151,14 +161,14 @@ class Engine:
                 entry.fingerprint,
                 ctx.source_hash,
                 None,
-                None,
+                beside,
                 None,
                 None,
                 entry.reply_text_hash,
             )
         else:
             ctx.remember(
-                entry.record_key, entry.fingerprint, ctx.source_hash, None, None, None, None
+                entry.record_key, entry.fingerprint, ctx.source_hash, None, beside, None, None
             )
         _advance_turn(ctx)
         return Verdict(Action.KEPT, output)
@@ -185,6 +195,41 @@ class Engine:
         return self._keep(ctx, first_occurrence=False)
 
 
+def _copy_of_earlier(ctx: Context, key_use: identity.KeyUse | None) -> Drop | None:
+    """Rules 2a-2b: a copy recognised by its identity or its place, before any text is read."""
+    if key_use is not None:
+        drop = identity.announce_retry(ctx, key_use)
+        if drop is not None:
+            return drop
+    return rewrites.rewrite_copy(ctx)
+
+
+def _continues_branch(entry: Entry) -> bool:
+    """Whether the entry is a child in the tree's branch structure: an entry written beside
+    the branch (`appendMode: "side"`) or a `leaf` control, which moves the branch, is not,
+    and takes no entry's place as its first child."""
+    return entry.type != "leaf" and not entry.is_side
+
+
+def _output(ctx: Context, parent_id: str | None) -> bytes:
+    """The entry as it leaves: byte for byte, unless it named a dropped entry as its parent
+    (or, for a `leaf` control, as the entry it moves the branch to)."""
+    entry = ctx.entry
+    if parent_id == entry.parent_id and entry.type != "leaf":
+        return entry.raw
+    changes: dict[str, object] = {}
+    if parent_id != entry.parent_id:
+        changes["parentId"] = parent_id
+    if entry.type == "leaf":
+        for name in ("targetId", "appendParentId"):
+            target = entry.value.get(name)
+            if isinstance(target, str) and target:
+                kept = identity.kept_in_place_of(ctx, target)
+                if kept != target:
+                    changes[name] = kept
+    return _rewritten(entry, changes) if changes else entry.raw
+
+
 def _advance_turn(ctx: Context) -> None:
     """Record a kept message as the newest of its turn; a user message opens a new turn."""
     entry, state = ctx.entry, ctx.state
@@ -192,25 +237,73 @@ def _advance_turn(ctx: Context) -> None:
         return
     role = ROLE_CODES.get(entry.role or "", OTHER)
     if role == USER:
-        state.start_turn()
+        _open_turn(state, entry)
+    elif role == TOOL_RESULT and state.retry_hash:
+        _forget_retry(state)
     state.last_role = role
     # Only an assistant's text is ever compared with what follows (rule 4): tool results,
     # often the longest texts, are not normalized or hashed at all.
     state.last_text_hash = entry.text_hash if role == ASSISTANT else 0
     state.last_id = entry.id
+    state.last_cli = role == ASSISTANT and entry.api == "cli"
     if role != ASSISTANT:
         return
+    if not entry.is_mirror:
+        _note_reply(state, entry)
     if entry.text_hash:
         state.latest_is_mirror = entry.is_mirror
         state.latest_text_hash = entry.text_hash if entry.is_mirror else entry.reply_text_hash
         state.latest_text_id = entry.id
         state.latest_mirrored = not entry.is_mirror and entry.mirror_identity is not None
+        state.latest_cli = state.last_cli
+        if not (entry.is_mirror or state.last_cli) and state.parts_length >= 0:
+            state.parts_crc, state.parts_length = entry.extend_crc(
+                state.parts_crc, state.parts_length
+            )
+            state.parts_count += 1
     state.prev_id = entry.id
     state.prev_text_hash = entry.text_hash
     state.prev_model_hash = echoes.model_hash(entry)
     state.prev_thinking = entry.has_thinking
     state.prev_usage_hash = entry.usage_hash
     state.prev_plain = entry.is_text_only and not entry.is_mirror
+
+
+def _open_turn(state: SessionState, entry: Entry) -> None:
+    # A heartbeat turn remembers the final reply of the turn before it (or the mirror that
+    # delivered it), or what an earlier heartbeat that stayed silent remembered: a silent
+    # turn delivers nothing of its own.
+    if state.heartbeat_silent and state.heartbeat_hash:
+        earlier_hash, earlier_id = state.heartbeat_hash, state.heartbeat_id
+    elif state.latest_text_hash in SILENT_HASHES:
+        earlier_hash, earlier_id = 0, None
+    else:
+        earlier_hash, earlier_id = state.latest_text_hash, state.latest_text_id
+    state.start_turn()
+    if earlier_hash and entry.provenance_tool == "heartbeat":
+        state.heartbeat_hash, state.heartbeat_id = earlier_hash, earlier_id
+    text = entry.exact_text_hash
+    if text:
+        state.retry_hash, state.retry_id = text, entry.id
+
+
+def _note_reply(state: SessionState, entry: Entry) -> None:
+    """A model reply: an empty failure keeps the turn's prompt open for a retry, and a silent
+    one keeps a heartbeat turn silent; anything else ends both."""
+    if entry.is_error and not entry.text_hash and not entry.has_tool_calls:
+        state.retry_failed = bool(state.retry_hash)
+        return
+    if state.retry_hash:
+        _forget_retry(state)
+    if state.heartbeat_hash:
+        if entry.is_silent and not entry.has_tool_calls:
+            state.heartbeat_silent = True
+        else:
+            state.heartbeat_hash, state.heartbeat_id, state.heartbeat_silent = 0, None, False
+
+
+def _forget_retry(state: SessionState) -> None:
+    state.retry_hash, state.retry_id, state.retry_failed = 0, None, False
 
 
 def _is_final_reply(entry: Entry) -> bool:
@@ -220,11 +313,11 @@ def _is_final_reply(entry: Entry) -> bool:
     return entry.role == "assistant" and not entry.is_mirror and not entry.has_tool_calls
 
 
-def _reparented(entry: Entry, parent_id: str | None) -> bytes:
+def _rewritten(entry: Entry, changes: dict[str, object]) -> bytes:
     # Re-read with the stdlib: orjson reads integers beyond 64 bits as floats (or not at all),
     # and the rest of the entry must pass on unchanged.
     value = json.loads(entry.raw)
-    value["parentId"] = parent_id
+    value.update(changes)
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     try:
         return text.encode("utf-8")

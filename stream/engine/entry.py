@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from typing import Final
 
 import orjson
+import xxhash
 
-from stream.engine.text import digest64, normalize, normalized_hash, visible_text
+from stream.engine.text import (
+    SLICE_CHARS,
+    digest64,
+    normalize,
+    normalized_crc,
+    normalized_hash,
+    text_hash,
+    visible_text,
+)
 
 THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 # Blocks no channel is sent (OpenClaw's internal reasoning types): not media beside the text.
@@ -30,6 +40,22 @@ ERROR_STOPS: Final = frozenset({"error", "aborted"})
 COMMENTARY: Final = "commentary"
 PHASES: Final = frozenset({COMMENTARY, "final_answer"})
 _POSITIONAL_KEY: Final = re.compile(r"^(?P<scope>.*):(?P<role>user|assistant|toolResult):\d+$")
+# OpenClaw's silent replies: the model chose to say nothing (`isSilentReplyText`).
+SILENT_REPLIES: Final = frozenset({"NO_REPLY", "HEARTBEAT_OK"})
+SILENT_HASHES: Final = frozenset(normalized_hash(token) for token in SILENT_REPLIES)
+
+# An entry's fingerprint packs two digests: the upper 32 bits are of the whole line (what a
+# redelivery repeats), the lower of its payload, the part a re-appended copy keeps under a new
+# id and parent: the `message` of a message entry, the fields of a compaction. The lowest bit
+# says which: set for a payload digest, clear when the entry has none (the line's bits then).
+# Both live in the one integer every remembered entry already keeps, which costs a million
+# idle sessions nothing.
+_LOW: Final = 0xFFFF_FFFF
+_HIGH: Final = 0xFFFF_FFFF_0000_0000
+# Lines up to this long are sliced to hash their payload (quicker than a view).
+_COPIED: Final = 1 << 16
+_MESSAGE_KEY: Final = b'"message":'
+_ENVELOPE: Final = frozenset({"id", "parentId", "timestamp", "appendMode", "firstKeptEntryId"})
 
 
 class MalformedEntry(ValueError):
@@ -85,6 +111,7 @@ class Entry:
         "_has_thinking",
         "_has_tool_calls",
         "_is_text_only",
+        "_normalized_bytes",
         "_normalized_text",
         "_phased",
         "_reply_text_hash",
@@ -93,6 +120,7 @@ class Entry:
         "_tool_call_ids",
         "_usage_hash",
         "_visible_text",
+        "api",
         "append_mode",
         "custom_type",
         "error_message",
@@ -104,6 +132,7 @@ class Entry:
         "message",
         "parent_id",
         "parent_key",
+        "payload",
         "provider_model",
         "raw",
         "record_key",
@@ -124,7 +153,6 @@ class Entry:
         # built once: every entry reads its own record and most its parent's
         self.record_key = record_key(self.id)
         self.parent_key = record_key(self.parent_id)
-        self.fingerprint = digest64(raw)
         custom = value.get("customType") if kind == "custom" else None
         self.custom_type: str | None = custom if isinstance(custom, str) else None
         self.append_mode: object = value.get("appendMode")
@@ -136,6 +164,7 @@ class Entry:
         self.error_message = ""
         self.is_error = False
         self.idempotency_key: str | None = None
+        self.api: str | None = None  # an assistant's: which writer made it ("cli", ...)
         self.tool_call_id: str | None = None
         self._scanned = False
         self._has_thinking = False
@@ -148,10 +177,44 @@ class Entry:
         self._visible_text: str | None = None
         self._normalized_text: str | None = None
         self._text_hash = -1
+        self._normalized_bytes: bytes | None = None
         self._reply_text_hash = -1
         self._usage_hash = -1
-        if isinstance(message, dict):
-            self._read_message(message)
+        read = message if isinstance(message, dict) else None
+        if read is not None:
+            self._read_message(read)
+        self.payload = 0
+        self.fingerprint = self._fingerprint(raw, value, kind, read)
+
+    def _fingerprint(self, raw: bytes, value: dict, kind: str, message: dict | None) -> int:
+        """The line's digest with, where the entry has one, its payload's in the lower half
+        (`payload`, odd).
+
+        A message's payload is the bytes of its `message` value as written (through the line's
+        end: a copy that wrote other keys after it differs, which only keeps it), and only for
+        a message stamped with a time, so that two messages alike by chance (neither stamped)
+        never look like one copied. The line's digest is then taken over its envelope and the
+        payload's digest, so the message is read once. A compaction's payload is its fields but
+        the envelope and the kept entry, which a copy names anew."""
+        if kind == "message" and message is not None:
+            stamp = message.get("timestamp")
+            if not isinstance(stamp, bool) and isinstance(stamp, (int, float)) and stamp > 0:
+                start = raw.find(_MESSAGE_KEY)
+                if start >= 0:
+                    split = start + len(_MESSAGE_KEY)
+                    # a view of a long line, not a copy: a message can be as long as the record
+                    body = raw[split:] if len(raw) <= _COPIED else memoryview(raw)[split:]
+                    digest = xxhash.xxh3_64_intdigest(body)
+                    self.payload = (digest & _LOW) | 1
+                    line = xxhash.xxh3_64_intdigest(raw[:split], digest)
+                    return (line & _HIGH) | self.payload
+        elif kind == "compaction":
+            summary = value.get("summary")
+            if isinstance(summary, str) and summary:
+                fields = {key: item for key, item in value.items() if key not in _ENVELOPE}
+                self.payload = (digest64(_canonical(fields)) & _LOW) | 1
+                return (digest64(raw) & _HIGH) | self.payload
+        return digest64(raw) & ~1
 
     def _read_message(self, message: dict) -> None:
         self.message = message
@@ -172,6 +235,8 @@ class Entry:
             key = legacy.get("idempotencyKey") if isinstance(legacy, dict) else None
         self.idempotency_key = key if isinstance(key, str) and key else None
         if self.role == "assistant":
+            api = message.get("api")
+            self.api = api if isinstance(api, str) else None
             self.is_mirror = _is_mirror(message, self.provider_model)
         elif self.role == "toolResult":
             call_id = message.get("toolCallId")
@@ -266,8 +331,74 @@ class Entry:
         """0 stands for 'no text': rules never fire on empty text."""
         value = self._text_hash
         if value < 0:
-            value = self._text_hash = normalized_hash(self.visible_text)
+            value = self._hash_text()
         return value
+
+    def _hash_text(self) -> int:
+        text = self.visible_text
+        if len(text) > SLICE_CHARS:
+            self._text_hash = normalized_hash(text)
+            return self._text_hash
+        data = normalize(text).encode("utf-8", "surrogatepass")
+        self._normalized_bytes = data  # kept: a reply's text may be joined into a CRC next
+        self._text_hash = digest64(data) | 1 if data else 0
+        return self._text_hash
+
+    def extend_crc(self, crc: int, size: int) -> tuple[int, int]:
+        """(CRC-32, byte length) of a join of normalized texts (`crc`, `size` so far; `size`
+        0 for none) with this entry's normalized text after one space; (0, -1) when this
+        text is too long to keep for it."""
+        if self._text_hash < 0:
+            self._hash_text()
+        data = self._normalized_bytes
+        if data is None:
+            return 0, -1
+        if size:
+            crc = zlib.crc32(b" ", crc)
+            size += 1
+        return zlib.crc32(data, crc), size + len(data)
+
+    def normalized_crc(self) -> tuple[int, int]:
+        """(CRC-32, byte length) of the normalized text alone."""
+        if self._text_hash < 0:
+            self._hash_text()
+        data = self._normalized_bytes
+        if data is None:
+            return normalized_crc(self.visible_text)
+        return zlib.crc32(data), len(data)
+
+    @property
+    def exact_text_hash(self) -> int:
+        """A hash of the visible text as written, 0 for none: cheaper than the normalized one,
+        for a text that comes back unchanged (a prompt sent again)."""
+        text = self.visible_text
+        return text_hash(text) | 1 if text else 0
+
+    @property
+    def is_silent(self) -> bool:
+        """A reply that says nothing on purpose: its final text is a silent token."""
+        return self.reply_text_hash in SILENT_HASHES
+
+    @property
+    def is_side(self) -> bool:
+        """Written beside the active branch (`appendMode: "side"`), not on it."""
+        return self.append_mode == "side"
+
+    @property
+    def imported_from(self) -> str | None:
+        """`__openclaw.importedFrom`: the entry was read from another store (a CLI's own session
+        file), not written by a model call of this session."""
+        facts = self.field("__openclaw")
+        source = facts.get("importedFrom") if isinstance(facts, dict) else None
+        return source if isinstance(source, str) and source else None
+
+    @property
+    def provenance_tool(self) -> str | None:
+        """`provenance.sourceTool` of an input OpenClaw wrote itself (a heartbeat, a subagent's
+        announce) rather than a person."""
+        provenance = self.field("provenance")
+        tool = provenance.get("sourceTool") if isinstance(provenance, dict) else None
+        return tool if isinstance(tool, str) else None
 
     @property
     def reply_text_hash(self) -> int:

@@ -77,6 +77,24 @@ class SessionState:
     latest_is_mirror: bool = False
     latest_mirrored: bool = False  # the latest is a reply that declares a mirror identity
     turn_seq: int = 0  # the seq of the message that opened the turn
+    # CRC-32 and byte length of the turn's model replies with text, normalized and joined by
+    # a space, and how many they are, for a record that repeats them joined
+    # (`cli_aggregate_duplicate`); length -1 once a reply was too long to follow
+    parts_crc: int = 0
+    parts_length: int = 0
+    parts_count: int = 0
+    last_cli: bool = False  # the last message is an `api: "cli"` assistant
+    latest_cli: bool = False  # the latest model reply with text is an `api: "cli"` one
+    # The fields below keep their defaults most of the time, and a stored state leaves out its
+    # trailing defaults: a session pays for them only while they hold something.
+    # the user message that opened the turn, until a reply that is not an empty failure
+    retry_hash: int = 0
+    retry_id: str | None = None
+    retry_failed: bool = False  # an empty aborted or failed reply came since
+    # in a heartbeat turn: the previous turn's final reply, and whether a silent one came since
+    heartbeat_hash: int = 0
+    heartbeat_id: str | None = None
+    heartbeat_silent: bool = False
 
     def is_replay(self, origin: int, position: int) -> bool:
         """A record at or before the last one processed from the same origin was seen already
@@ -101,9 +119,25 @@ class SessionState:
         self.prev_plain = False
         self.reply_id = None
         self.pending_calls = []
+        self.parts_crc = 0
+        self.parts_length = 0
+        self.parts_count = 0
+        self.latest_cli = False
+        self.retry_hash = 0
+        self.retry_id = None
+        self.retry_failed = False
+        self.heartbeat_hash = 0
+        self.heartbeat_id = None
+        self.heartbeat_silent = False
 
     def to_list(self) -> list:
-        return [getattr(self, name) for name in _FIELD_NAMES]
+        """The fields in order, without the trailing ones that hold their defaults: they load
+        back as defaults, as the fields a state stored by an earlier version lacks do."""
+        values = [getattr(self, name) for name in _FIELD_NAMES]
+        end = len(values)
+        while end and values[end - 1] == _DEFAULTS[end - 1]:
+            end -= 1
+        return values[:end]
 
     @classmethod
     def from_list(cls, values: list) -> SessionState:
@@ -111,6 +145,7 @@ class SessionState:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(SessionState))
+_DEFAULTS = [getattr(SessionState(), name) for name in _FIELD_NAMES]
 
 
 @functools.lru_cache(maxsize=4096)

@@ -9,6 +9,7 @@ of its own size, whatever it holds.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterator
 from typing import Final
 
@@ -78,6 +79,22 @@ def normalized_hash(text: str, slice_chars: int = SLICE_CHARS) -> int:
         hasher.update(words.encode("utf-8", "surrogatepass"))
         empty = False
     return 0 if empty else hasher.intdigest() | 1
+
+
+def normalized_crc(text: str, slice_chars: int = SLICE_CHARS) -> tuple[int, int]:
+    """(CRC-32, byte length) of the UTF-8 of `normalize(text)`. A CRC extends over what
+    follows (`zlib.crc32(more, crc)`), so a text joined from parts is checked against one
+    number the parts built up, with none of their texts kept."""
+    crc = 0
+    size = 0
+    for words in _normalized_slices(text, slice_chars):
+        if size:
+            crc = zlib.crc32(b" ", crc)
+            size += 1
+        data = words.encode("utf-8", "surrogatepass")
+        crc = zlib.crc32(data, crc)
+        size += len(data)
+    return crc, size
 
 
 def normalized_prefix(text: str, length: int, slice_chars: int = SLICE_CHARS) -> str:

@@ -27,6 +27,7 @@ from .builders import (
     encode,
     entry,
     header,
+    is_mirror,
     mirror,
     new_session,
     normalized_text,
@@ -55,8 +56,12 @@ TEXTS = [
     "Done with the task now.",
     "Done with the task now.\n\nDone with the task now.",
     "Something else.",
+    "NO_REPLY",
 ]
-KEYS = [None, None, None, "k1", "k2", "run-1:user:0", "run-1:assistant:1", "run-2:assistant:1"]
+KEYS = [
+    None, None, None, "k1", "k2", "run-1:user:0", "run-1:assistant:1", "run-2:assistant:1",
+    "announce:settle:run-b", "announce:settle:run-b:retry-1", "cli-assistant:run-1",
+]
 PROVIDERS = [("anthropic", "claude-opus-4-5"), ("openai", "gpt-5"), ("openclaw", "delivery-mirror")]
 
 json_scalars = (
@@ -77,7 +82,7 @@ json_values = st.recursive(
 
 KINDS = [
     "user", "assistant", "assistant", "echo", "echo", "mirror", "mirror", "tool", "custom",
-    "again", "leaf",
+    "again", "leaf", "compaction", "rewrite", "rewrite", "silent", "cli-turn", "import", "retry",
 ]
 JUNK = [b"{", b"[]", b'{"type":"message"}', b"\xff"]
 
@@ -126,6 +131,13 @@ def _draw_echo(draw, original, text, parent):
     )
 
 
+def _stamp(draw, item: dict) -> dict:
+    """OpenClaw stamps each message with its time; a few share one, as copies do."""
+    if "message" in item and draw(st.booleans()):
+        item["message"]["timestamp"] = 1_796_100_000_000 + draw(st.integers(0, 3))
+    return item
+
+
 def _draw_reply(draw, replies, calls, *, text, parent, key):
     provider, model = draw(st.sampled_from(PROVIDERS))
     usage = {
@@ -137,7 +149,11 @@ def _draw_reply(draw, replies, calls, *, text, parent, key):
     new_calls = [f"call{len(replies)}"] if draw(st.booleans()) else []
     calls += new_calls
     # a reply that declares it is mirrored, now and then
-    fields = {"__openclaw": {"mirrorIdentity": "run-1:assistant"}} if draw(st.booleans()) else {}
+    fields = {
+        "__openclaw": draw(st.sampled_from([
+            {"mirrorIdentity": "run-1:assistant"}, {"importedFrom": "claude-cli"},
+        ]))
+    } if draw(st.booleans()) else {}
     return assistant(
         text,
         **fields,
@@ -151,6 +167,51 @@ def _draw_reply(draw, replies, calls, *, text, parent, key):
         idempotency_key=key,
         error=draw(st.sampled_from([None, None, "boom", "thinking blocks cannot be modified"])),
     )
+
+
+def _text_of(item: dict) -> str:
+    content = item.get("message", {}).get("content")
+    return " ".join(b.get("text", "") for b in content if isinstance(b, dict)) \
+        if isinstance(content, list) else str(content or "")
+
+
+def _draw_compound(draw, kind, items, *, parent, text, key) -> list[dict]:
+    """Shapes of several entries that the reported defects write (or their near misses)."""
+    replies = [i for i in items if i.get("message", {}).get("role") == "assistant"]
+    users = [i for i in items if i.get("message", {}).get("role") == "user"]
+    latest = _text_of(replies[-1]) if replies else text
+    if kind == "rewrite" and items:
+        # a transcript rewrite: a suffix of the entries again under new ids, the first beside
+        # its original (as it was, or replaced), the others chained below it
+        suffix = items[-draw(st.integers(1, min(4, len(items)))):]
+        copies = []
+        for n, original in enumerate(suffix):
+            copy = json.loads(json.dumps(original))
+            copy["id"] = f"{original['id']}-copy{len(items)}"
+            copy["parentId"] = original.get("parentId") if n == 0 else copies[-1]["id"]
+            if n == 0 and "message" in copy and draw(st.booleans()):
+                copy["message"]["content"] = "replaced"
+            copies.append(copy)
+        return copies
+    if kind == "silent":
+        heartbeat = user(text, parent=parent, provenance={"sourceTool": "heartbeat"})
+        return [heartbeat, assistant(draw(st.sampled_from(["NO_REPLY", "HEARTBEAT_OK", text]))),
+                mirror(draw(st.sampled_from([latest, text])), kind="channel-final")]
+    if kind == "cli-turn":
+        first, second = draw(st.sampled_from(TEXTS)), draw(st.sampled_from(TEXTS))
+        joined = draw(st.sampled_from([f"{first}\n\n{second}", f"{second}\n\n{first}", first]))
+        return [assistant(first, tool_calls=["cli-call"], parent=parent), tool_result("cli-call"),
+                assistant(second), assistant(joined, api="cli", idempotency_key=key)]
+    if kind == "import":
+        return [assistant(draw(st.sampled_from([latest, text])), parent=parent,
+                          __openclaw={"importedFrom": "claude-cli"})]
+    # a prompt retried after an empty failure
+    prompt = _text_of(users[-1]) if users and draw(st.booleans()) else text
+    return [assistant(content=[], usage=zero_usage(), stop_reason="aborted", error="idle",
+                      parent=parent), user(prompt, idempotency_key=key)]
+
+
+COMPOUNDS = ("rewrite", "silent", "cli-turn", "import", "retry")
 
 
 @st.composite
@@ -174,6 +235,14 @@ def session_lines(draw, min_size=0, max_size=25, reuse_ids=True):
         text = draw(st.sampled_from(TEXTS))
         key = draw(st.sampled_from(KEYS))
         replies = [i for i in items if i.get("message", {}).get("role") == "assistant"]
+        if kind in COMPOUNDS:
+            made = _draw_compound(draw, kind, items, parent=parent, text=text, key=key)
+            if kind != "rewrite":
+                for item in made:
+                    _stamp(draw, item)
+            items += made
+            lines += encode(made)
+            continue
         if kind == "echo" and replies:
             item = _draw_echo(draw, replies[-1]["message"], text, parent)
         elif kind == "assistant":
@@ -182,6 +251,9 @@ def session_lines(draw, min_size=0, max_size=25, reuse_ids=True):
             item = _draw_mirror(draw, text, parent, ids)
         elif kind == "leaf" and ids:
             item = entry("leaf", parent=parent, targetId=draw(st.sampled_from(ids)))
+        elif kind == "compaction":
+            item = entry("compaction", parent=parent, summary=text or "summary",
+                         firstKeptEntryId=draw(st.sampled_from([*ids, None])), tokensBefore=9)
         elif kind == "tool":
             item = tool_result(draw(st.sampled_from([*calls, "unknown-call"])), parent=parent)
         elif kind == "custom":
@@ -191,6 +263,9 @@ def session_lines(draw, min_size=0, max_size=25, reuse_ids=True):
             item = user(text, parent=parent, idempotency_key=key)
         if reuse_ids and ids and draw(st.integers(0, 9)) == 0:
             item["id"] = draw(st.sampled_from(ids))  # an id reused with other content
+        if draw(st.integers(0, 5)) == 0:
+            item["appendMode"] = "side"
+        _stamp(draw, item)
         items.append(item)
         lines.append(encode([item])[0])
     return lines
@@ -365,30 +440,47 @@ def test_interleaved_sessions_give_the_same_per_session_results(sessions, rnd):
 # --- the echo rules only ever drop a repeat of the turn's kept reply text ------------------------
 
 
+# Drops decided by identity (an id, a key, a copy's place and payload), not by text.
+IDENTITY_DROPS = ("redelivery", "idempotent_replay", "announce_retry_duplicate", "rewrite_copy")
+
+
 @SETTINGS
 @given(session_lines(max_size=30))
 def test_echo_drops_repeat_an_earlier_kept_assistant_text_of_the_same_turn(lines):
+    """A dropped text repeats a kept reply of its turn; a heartbeat's replay one of the
+    session's; a cli record all the turn's model replies joined."""
     verdicts = clean(lines)
     turn_texts: set[str] = set()
+    turn_replies: list[str] = []
+    session_texts: set[str] = set()
     for raw, verdict in zip(lines, verdicts, strict=True):
         if verdict.action is Action.DEAD_LETTERED:
             continue
         value = json.loads(raw)
         message = value.get("message") if value.get("type") == "message" else None
         if verdict.action is Action.DROPPED:
-            if verdict.drop_rule not in ("redelivery", "idempotent_replay"):
+            if verdict.drop_rule not in IDENTITY_DROPS:
                 text = normalized_text(message)
                 assert text
-                assert text in turn_texts
+                if verdict.drop_rule == "silent_turn_replay":
+                    assert text in session_texts
+                elif verdict.drop_rule == "cli_aggregate_duplicate":
+                    assert text == " ".join(turn_replies)
+                else:
+                    assert text in turn_texts
             continue
         if not isinstance(message, dict):
             continue
         if message.get("role") == "user":
             turn_texts = set()
+            turn_replies = []
         elif message.get("role") == "assistant":
             text = normalized_text(message)
             if text:
                 turn_texts.add(text)
+                session_texts.add(text)
+                if message.get("api") != "cli" and not is_mirror(message):
+                    turn_replies.append(text)
 
 
 # --- state stays small --------------------------------------------------------------------------

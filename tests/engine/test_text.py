@@ -153,7 +153,9 @@ def _session_with_one_reply(path: Path, text: str) -> list[int]:
          "message": {"role": "user", "content": [{"type": "text", "text": "write a lot"}]}},
         {"type": "message", "id": "a1", "parentId": "u1",
          "message": {"role": "assistant", "content": [{"type": "text", "text": text}],
-                     "provider": "anthropic", "model": "claude-opus-4-5", "stopReason": "stop"}},
+                     "provider": "anthropic", "model": "claude-opus-4-5", "stopReason": "stop",
+                     # stamped, as OpenClaw writes it: its payload is hashed too
+                     "timestamp": 1775362948629}},
     ]
     encoded = [(json.dumps(line) + "\n").encode() for line in lines]
     path.write_bytes(b"".join(encoded))

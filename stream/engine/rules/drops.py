@@ -16,6 +16,9 @@ class DropRule:
     severity: Severity
     describe: str
     evidence: Callable[[Entry], dict]
+    # Its copies take the place of the entry they repeat: what hangs below one is re-parented
+    # to that entry, not to the copy's nearest kept ancestor.
+    stands_in: bool = False
 
 
 @dataclass(frozen=True, slots=True)

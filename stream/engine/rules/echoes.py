@@ -1,4 +1,4 @@
-"""Rules 3-6: assistant entries that repeat the reply just before them in the same turn.
+"""Rules 3-6: assistant entries that repeat a reply of their turn.
 
 Each rule compares hashes of normalized text with the turn state, never fires on empty
 text, and returns the id of the entry the duplicate repeats.
@@ -12,7 +12,7 @@ from stream.engine.context import Context
 from stream.engine.entry import Entry, record_key
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule, text_evidence
-from stream.engine.rules.identity import E_REPLY_TEXT, E_RULE, kept_ancestor
+from stream.engine.rules.identity import E_REPLY_TEXT, E_RULE, kept_ancestor, output_parent
 from stream.engine.state import ASSISTANT
 from stream.engine.text import digest64
 
@@ -27,6 +27,24 @@ CLI_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
     Severity.WARNING,
     "cli copy repeats the assistant message",
     text_evidence,
+)
+SILENT_TURN_REPLAY: Final[DropRule] = DropRule(
+    "silent_turn_replay",
+    Severity.WARNING,
+    "mirror in a heartbeat turn that stayed silent repeats the previous turn's reply",
+    lambda entry: {**text_evidence(entry), "model": entry.provider_model[1]},
+)
+CLI_AGGREGATE_DUPLICATE: Final[DropRule] = DropRule(
+    "cli_aggregate_duplicate",
+    Severity.WARNING,
+    "cli record joins the turn's replies that end with",
+    text_evidence,
+)
+CLI_REIMPORT_DUPLICATE: Final[DropRule] = DropRule(
+    "cli_reimport_duplicate",
+    Severity.WARNING,
+    "imported copy repeats the committed cli reply",
+    lambda entry: {**text_evidence(entry), "imported_from": entry.imported_from},
 )
 CLEANED_CHILD_DUPLICATE: Final[DropRule] = DropRule(
     "cleaned_child_duplicate",
@@ -108,13 +126,24 @@ def _named_reply(ctx: Context, source: str) -> Drop | None:
 def _reply_above(ctx: Context) -> Drop | None:
     """The mirror hangs below a kept reply of its turn with its text: OpenClaw's writer
     appends to the active branch, which a `leaf` entry may have moved back to that reply."""
-    parent_id = kept_ancestor(ctx)
-    if parent_id is None:
-        return None
-    named = ctx.parent_record()
-    parent = named if parent_id == ctx.entry.parent_id else ctx.recall(record_key(parent_id))
-    if _turn_reply_text(ctx, parent) == ctx.entry.text_hash:
+    parent_id, parent = output_parent(ctx)
+    if parent_id is not None and _turn_reply_text(ctx, parent) == ctx.entry.text_hash:
         return Drop(DELIVERY_MIRROR_DUPLICATE, parent_id)
+    return None
+
+
+def silent_turn_replay(ctx: Context) -> Drop | None:
+    """A heartbeat turn whose model stayed silent (`NO_REPLY`, `HEARTBEAT_OK`) delivered
+    nothing, so a mirror in it that repeats the previous turn's final reply is that reply
+    committed again (#143787), not a new message."""
+    state, entry = ctx.state, ctx.entry
+    if (
+        state.heartbeat_silent
+        and state.heartbeat_hash
+        and entry.text_hash == state.heartbeat_hash
+        and not (entry.has_attachments or entry.has_non_text_blocks)
+    ):
+        return Drop(SILENT_TURN_REPLAY, state.heartbeat_id)
     return None
 
 
@@ -131,14 +160,80 @@ def _turn_reply_text(ctx: Context, record: list | None) -> int:
     return value if isinstance(value, int) else 0
 
 
+def uncorrelated_mirror_copy(ctx: Context) -> None:
+    """Detection, for a kept mirror: a channel final that names no source reply repeats the
+    turn's latest reply. OpenClaw's writer keeps such keyed rows and its Gateway shows them
+    (they may be a second send of one text); older releases wrote one after every reply
+    (#126090), which doubles a memory file. Only a reader that knows its channel can tell."""
+    state, entry = ctx.state, ctx.entry
+    if not entry.is_mirror or entry.has_attachments or entry.has_non_text_blocks:
+        return
+    marker = entry.delivery_marker
+    if marker.get("kind") not in _FINAL_KINDS or marker.get("sourceAssistantMessageId"):
+        return
+    if state.latest_is_mirror or not entry.text_hash or entry.text_hash != state.latest_text_hash:
+        return
+    ctx.alert(
+        "uncorrelated_mirror_copy",
+        Severity.INFO,
+        f"kept {entry.id}: a channel final naming no source repeats reply {state.latest_text_id}",
+        evidence={**text_evidence(entry), "idempotency_key": entry.idempotency_key},
+        related=state.latest_text_id,
+    )
+
+
+_FINAL_KINDS: Final = ("channel-final", "channel-final-suppressed")
+
+
 def cli_mirror_duplicate(ctx: Context) -> Drop | None:
+    """The CLI persister's copy of the reply before it. One that carries a key of its own
+    after another `api: "cli"` reply is a second run (a retry under `cli-assistant:<runId>`:
+    the same key would be an idempotent replay), which OpenClaw keeps."""
     state, entry = ctx.state, ctx.entry
     if (
-        entry.field("api") == "cli"
+        entry.api == "cli"
         and state.last_role == ASSISTANT
         and entry.text_hash == state.last_text_hash
+        and not (state.last_cli and entry.idempotency_key is not None)
     ):
         return Drop(CLI_MIRROR_DUPLICATE, state.last_id)
+    return None
+
+
+def cli_aggregate_duplicate(ctx: Context) -> Drop | None:
+    """The CLI persister's record of a whole turn, the `"\n\n"` join of the model replies
+    it streamed (#118185, #143106): its text is two or more of the turn's model replies'
+    texts, all of them, in order, whatever came between them (tool calls, their results).
+    The replies are kept; the record repeats them. A copy of one reply is rule 4's."""
+    state, entry = ctx.state, ctx.entry
+    if (
+        state.parts_count < 2
+        or entry.api != "cli"
+        or state.parts_length <= 0
+        or state.latest_is_mirror
+        or state.latest_cli
+        or not entry.is_text_only
+        or entry.has_attachments
+    ):
+        return None
+    if entry.normalized_crc() == (state.parts_crc, state.parts_length):
+        return Drop(CLI_AGGREGATE_DUPLICATE, state.latest_text_id)
+    return None
+
+
+def cli_reimport_duplicate(ctx: Context) -> Drop | None:
+    """A reply read back from the CLI's own session file (`__openclaw.importedFrom`) after a
+    resume, repeating the committed `api: "cli"` reply of its turn (#136251). The import
+    carries no key of the run; the committed reply is the one OpenClaw wrote."""
+    state, entry = ctx.state, ctx.entry
+    if (
+        state.latest_cli
+        and not state.latest_is_mirror
+        and entry.imported_from is not None
+        and entry.is_text_only
+        and entry.reply_text_hash == state.latest_text_hash
+    ):
+        return Drop(CLI_REIMPORT_DUPLICATE, state.latest_text_id)
     return None
 
 
@@ -196,6 +291,8 @@ def mistagged_echo(ctx: Context) -> Drop | None:
 # Rules 4-6, for the copies of a model reply that are not mirrors.
 COPY_RULES: Final = (
     cli_mirror_duplicate,
+    cli_aggregate_duplicate,
+    cli_reimport_duplicate,
     cleaned_child_duplicate,
     mistagged_echo,
 )
@@ -203,12 +300,13 @@ COPY_RULES: Final = (
 
 def find_echo(ctx: Context) -> Drop | None:
     """The first of rules 3-6 that matches an assistant entry with text. A mirror is judged
-    by rule 3 alone: what it repeats is decided by what it says it delivered."""
+    by rules 3 and 3a alone: what it repeats is decided by what it says it delivered."""
     entry = ctx.entry
     if entry.role != "assistant" or not entry.text_hash:
         return None
     if entry.is_mirror:
-        return delivery_mirror_duplicate(ctx)
+        drop = delivery_mirror_duplicate(ctx)
+        return drop if drop is not None else silent_turn_replay(ctx)
     for rule in COPY_RULES:
         drop = rule(ctx)
         if drop is not None:

@@ -1,12 +1,13 @@
-"""Rules 1-2: an entry seen before under its id, or a message under its idempotency key."""
+"""Rules 1-2a: an entry seen before under its id, or a message under its idempotency key."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
 from stream.engine.context import Context
-from stream.engine.entry import Entry, positional_scope
+from stream.engine.entry import Entry, positional_scope, record_key
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 
@@ -25,10 +26,23 @@ IDEMPOTENT_REPLAY: Final[DropRule] = DropRule(
         "positional": positional_scope(entry.idempotency_key or "") is not None,
     },
 )
+ANNOUNCE_RETRY_DUPLICATE: Final[DropRule] = DropRule(
+    "announce_retry_duplicate",
+    Severity.INFO,
+    "retried delivery of the same announce repeats entry",
+    lambda entry: {"idempotency_key": entry.idempotency_key},
+)
+
+# OpenClaw's subagent announces and settle wakes (`buildRequesterSettleWakeIdentity`): a retry
+# of the same delivery appends `:retry-N` to the first attempt's key.
+_ANNOUNCE_RETRY: Final = re.compile(r"^(?P<base>announce:.+):retry-[1-9][0-9]*$")
 
 # Memory values: "e:<id>" -> [seq, fingerprint, source hash, drop rule, related id, kept
 # ancestor, first kept child], and for a kept final model reply (no tool calls) with text a
-# mirror would repeat, its `reply_text_hash` last; "k:<key>" -> [seq, content fingerprint,
+# mirror would repeat, its `reply_text_hash` last. A dropped entry's related id is the entry it
+# repeats, and its kept ancestor where what hangs below it goes; a kept entry's related id is
+# the entry it stands beside (the first child of the entry it hangs below, or of what that one
+# stands for), whose copy its own children may be; "k:<key>" -> [seq, content fingerprint,
 # entry id]; "i:<scope>\0<role>\0<fingerprint>" -> [seq, entry id]; "v:<id>\0<fingerprint>" ->
 # [seq, source hash] for each conflicting version of an id that was kept.
 E_FP: Final = 1
@@ -79,6 +93,27 @@ def kept_ancestor(ctx: Context) -> str | None:
     if parent is None or parent[E_RULE] is None:
         return parent_id
     return parent[E_ANCESTOR]
+
+
+def output_parent(ctx: Context) -> tuple[str | None, list | None]:
+    """The kept entry this one hangs below in the output (its parent, or where the copies up
+    its chain were re-parented) and that entry's record, read once."""
+    if not ctx.output_read:
+        parent_id = kept_ancestor(ctx)
+        if parent_id == ctx.entry.parent_id:
+            record = ctx.parent_record()
+        else:
+            record = ctx.recall(record_key(parent_id)) if parent_id is not None else None
+        ctx.output_id, ctx.output_value, ctx.output_read = parent_id, record, True
+    return ctx.output_id, ctx.output_value
+
+
+def kept_in_place_of(ctx: Context, entry_id: str) -> str | None:
+    """`entry_id` if it was kept (or is unknown), else where its descendants went."""
+    record = ctx.recall(record_key(entry_id))
+    if record is None or record[E_RULE] is None:
+        return entry_id
+    return record[E_ANCESTOR]
 
 
 def conflict_evidence(entry: Entry, record: list) -> dict:
@@ -134,6 +169,21 @@ def idempotent_replay(ctx: Context) -> Drop | KeyUse | None:
             return Drop(IDEMPOTENT_REPLAY, previous[2])
         collides_with = previous[2]
     return KeyUse(key, fingerprint, identity, collides_with)
+
+
+def announce_retry(ctx: Context, key_use: KeyUse) -> Drop | None:
+    """A retried announce delivery: its key is the first attempt's with a `:retry-N` suffix
+    (rotated so that a transport's cached failure cannot stand in for the new attempt), and
+    its role and content are the first attempt's. Other content under a retried key is kept."""
+    if not key_use.key.startswith("announce:"):
+        return None
+    match = _ANNOUNCE_RETRY.match(key_use.key)
+    if match is None:
+        return None
+    first = ctx.recall("k:" + match["base"])
+    if first is not None and first[1] == key_use.fingerprint and first[2] != ctx.entry.id:
+        return Drop(ANNOUNCE_RETRY_DUPLICATE, first[2])
+    return None
 
 
 def _note_positional_keys(ctx: Context, key: str) -> None:

@@ -1,4 +1,5 @@
-"""Rules 7-11: what the replies of a session say about the model and the harness (entry kept)."""
+"""Rules 7-11 and 15: what the replies of a session say about the model and the harness (entry
+kept)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,25 @@ def repetition_cascade(ctx: Context) -> None:
         Severity.WARNING,
         f"reply {entry.id} is {copies} verbatim copies of one {unit_length}-character unit",
         evidence={"copies": copies, "unit_length": unit_length},
+    )
+
+
+def retried_prompt(ctx: Context) -> None:
+    """A user message that repeats the one that opened the turn, when every reply since was an
+    empty failure (an idle timeout's `aborted` turn, an error): the harness replaying the
+    prompt (#95766). Under the same key it is dropped as an idempotent replay; without one it
+    cannot be told from a person sending it again, so it is kept and reported."""
+    state, entry = ctx.state, ctx.entry
+    if entry.role != "user" or not (state.retry_failed and state.retry_hash):
+        return
+    if entry.exact_text_hash != state.retry_hash:
+        return
+    ctx.alert(
+        "retried_prompt",
+        Severity.INFO,
+        f"user message {entry.id} repeats {state.retry_id} after a reply that failed empty",
+        evidence={"original_id": state.retry_id},
+        related=state.retry_id,
     )
 
 
