@@ -1,10 +1,14 @@
-"""The README's configuration table is generated from the code and may not drift from it."""
+"""The README's configuration table is generated from the code and may not drift from it, and
+its rule catalogue names every rule the engine has."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from stream.cli import build_parser
+from stream.engine import DROP_RULES
 from stream.settings import OPTIONS, markdown_table
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -25,3 +29,17 @@ def test_every_option_is_a_worker_flag() -> None:
 def test_the_first_two_commands_are_run_and_test() -> None:
     commands = [line for line in README.read_text().splitlines() if line.startswith("make ")]
     assert [c.split()[1] for c in commands[:2]] == ["run", "test"]
+
+
+def test_the_rule_catalogue_lists_the_drop_rules_in_the_order_they_are_tried() -> None:
+    catalogue = README.read_text().split("## The rule catalogue", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| [0-9]+[a-z]? \| `([a-z_]+)`", catalogue, re.MULTILINE)
+    assert rows[: len(DROP_RULES)] == list(DROP_RULES)
+
+
+def test_the_rule_catalogue_names_every_alert_kind() -> None:
+    catalogue = README.read_text().split("## The rule catalogue", 1)[1].split("\n## ", 1)[0]
+    schema = json.loads((README.parent / "schemas" / "alert.schema.json").read_text())
+    missing = [kind for kind in schema["properties"]["kind"]["enum"]
+               if f"`{kind}`" not in catalogue]
+    assert missing == []
