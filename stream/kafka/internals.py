@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, MutableMapping, MutableSet, Sequence
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.consumer.group_coordinator import GroupCoordinator
-from aiokafka.errors import KafkaError
-from aiokafka.protocol.group import LeaveGroupRequest
+# aiokafka is imported where it is touched: the worker's table store reads its tables through
+# this module, and loading the Kafka client (some 50 modules, 11 MB) for that would be waste.
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.consumer.group_coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,10 @@ def _leave_group_from_generation_zero() -> None:
     that long before it could process again. Generation 0 is a real one only on such brokers,
     so leaving from it is right everywhere.
     """
+    from aiokafka.consumer.group_coordinator import GroupCoordinator
+    from aiokafka.errors import KafkaError
+    from aiokafka.protocol.group import LeaveGroupRequest
+
     original = GroupCoordinator._maybe_leave_group
     if getattr(original, "leaves_generation_zero", False):
         return
@@ -131,6 +136,7 @@ def _recovery_highwaters_from_fetches(client_options: Mapping[str, Any]) -> None
     that offset carries the true high watermark; taking the larger of the two is correct on
     Apache Kafka too, where both agree.
     """
+    from aiokafka import TopicPartition
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 
     options = dict(client_options)
@@ -151,6 +157,8 @@ async def fetched_highwaters(
     options: Mapping[str, Any], listed: Mapping[Any, int]
 ) -> dict[TopicPartition, int]:
     """The high watermarks fetch responses report, for the partitions `listed` as non-empty."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
     wanted = {TopicPartition(tp.topic, tp.partition): end for tp, end in listed.items() if end}
     if not wanted:
         return {}
