@@ -471,6 +471,11 @@ class Entry:
         return digest64(_canonical([self.role, self.field("content")]))
 
 
+def payload_of(fingerprint: int) -> int:
+    """The payload digest a fingerprint carries, 0 for none."""
+    return fingerprint & _LOW if fingerprint & 1 else 0
+
+
 def _shows_media(block: object) -> bool:
     """A display block other than text and reasoning: a tool call, an attachment, an image."""
     if not isinstance(block, dict):

@@ -17,12 +17,10 @@ from __future__ import annotations
 from typing import Final
 
 from stream.engine.context import Context
-from stream.engine.entry import record_key
+from stream.engine.entry import payload_of, record_key
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.rules.identity import E_CHILD, E_FP, E_RELATED, E_RULE, output_parent
-
-_LOW: Final = 0xFFFF_FFFF
 
 REWRITE_COPY: Final[DropRule] = DropRule(
     "rewrite_copy",
@@ -80,6 +78,6 @@ def rewrite_copy(ctx: Context) -> Drop | None:
     if record is None or record[E_RULE] is not None:
         return None
     fingerprint = record[E_FP]
-    if isinstance(fingerprint, int) and (fingerprint & _LOW) == payload:
+    if isinstance(fingerprint, int) and payload_of(fingerprint) == payload:
         return Drop(REWRITE_COPY, original)
     return None
