@@ -33,7 +33,6 @@ from bench.procs import (
     create,
     python_env,
     worker_command,
-    worker_env,
     worker_settings,
 )
 from stream.brokers import RunningBroker, free_port
@@ -156,7 +155,7 @@ def run_one(name: str, broker: RunningBroker, seconds: float, workdir: Path,
         problem = _wait(lambda: len(_commits(commits_log)[0]) >= SESSIONS, 30, children)
         if problem is None:
             children.append(Child("worker", worker_command(), work / "worker.log",
-                                  worker_env(settings)).start())
+                                  settings.environment()).start())
             children.append(Child(name, _source_command(name, store, f"ws://127.0.0.1:{port}",
                                                         settings, work), work / "source.log",
                                   env).start())

@@ -3,6 +3,7 @@ workload; no broker). It never judges timing: targets are reported, not asserted
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from dataclasses import replace
@@ -214,3 +215,16 @@ def test_the_source_latency_target_judges_the_gateway_source_only() -> None:
     assert rows["gateway"]["met"] is True
     assert rows["follow_sqlite"]["met"] is None  # the comparison, reported, not judged
     assert rows["follow_sqlite"]["value"] == 1059.0
+
+
+# Sections import their modules when they run, so a broken import shows only in a full run.
+# quix_peer runs in the Quix venv the benchmark makes; __main__ runs the benchmark.
+SECTION_MODULES = sorted(
+    path.stem for path in (Path(__file__).resolve().parents[1] / "bench").glob("*.py")
+    if path.stem not in ("__main__", "quix_peer")
+)
+
+
+@pytest.mark.parametrize("module", SECTION_MODULES)
+def test_every_bench_module_imports(module: str) -> None:
+    importlib.import_module(f"bench.{module}")
