@@ -12,6 +12,7 @@ import xxhash
 
 from stream.engine.text import (
     SLICE_CHARS,
+    crc_join,
     digest64,
     normalize,
     normalized_crc,
@@ -351,12 +352,7 @@ class Entry:
         if self._text_hash < 0:
             self._hash_text()
         data = self._normalized_bytes
-        if data is None:
-            return 0, -1
-        if size:
-            crc = zlib.crc32(b" ", crc)
-            size += 1
-        return zlib.crc32(data, crc), size + len(data)
+        return crc_join(crc, size, data) if data is not None else (0, -1)
 
     def normalized_crc(self) -> tuple[int, int]:
         """(CRC-32, byte length) of the normalized text alone."""

@@ -88,13 +88,17 @@ def normalized_crc(text: str, slice_chars: int = SLICE_CHARS) -> tuple[int, int]
     crc = 0
     size = 0
     for words in _normalized_slices(text, slice_chars):
-        if size:
-            crc = zlib.crc32(b" ", crc)
-            size += 1
-        data = words.encode("utf-8", "surrogatepass")
-        crc = zlib.crc32(data, crc)
-        size += len(data)
+        crc, size = crc_join(crc, size, words.encode("utf-8", "surrogatepass"))
     return crc, size
+
+
+def crc_join(crc: int, size: int, data: bytes) -> tuple[int, int]:
+    """(CRC-32, byte length) of what `crc` and `size` covered (nothing when `size` is 0), one
+    space, then `data`."""
+    if size:
+        crc = zlib.crc32(b" ", crc)
+        size += 1
+    return zlib.crc32(data, crc), size + len(data)
 
 
 def normalized_prefix(text: str, length: int, slice_chars: int = SLICE_CHARS) -> str:
