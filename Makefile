@@ -39,7 +39,7 @@ chaos: $(VENV)/.installed
 # curve; about 10 minutes).
 soak: $(VENV)/.installed
 	mkdir -p .session-stream
-	$(BIN)/python -m tests.chaos.soak --entries 1000000 --sessions 100000 --ttl 20 --sweep 5 --rate 5000 \
+	$(BIN)/python -m tests.support.soak --entries 1000000 --sessions 100000 --ttl 20 --sweep 5 --rate 5000 \
 		--sample 5 --out .session-stream/soak.json
 
 # Throughput, state size, scaling and recovery against the floors of this stack, as ratios in one

@@ -1,7 +1,7 @@
 """One settings object for every Kafka-facing subcommand, from flags and SESSION_STREAM_* variables.
 
 Each option is declared once in OPTIONS; the argparse flags, the environment variables, the
-`--help` text and the README's configuration table are all derived from that list.
+`--help` text and the configuration table of docs/configuration.md are all derived from that list.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def add_options(parser: argparse.ArgumentParser, names: tuple[str, ...] | None =
 
 
 def markdown_table() -> str:
-    """The README's configuration reference; a test keeps the README equal to it."""
+    """The configuration reference of docs/configuration.md; a test keeps the page equal to it."""
     rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
     rows += [
         f"| `{o.flag}` | `{o.env}` | `{o.default}` | {o.help} |" for o in OPTIONS

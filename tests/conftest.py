@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,10 +17,6 @@ pure.use_source_if_requested()
 if TYPE_CHECKING:
     from stream.brokers import RunningBroker
 
-# The project's own copy of the real data its tests use (tests/data/README.md says what it is).
-DATA = Path(__file__).resolve().parent / "data"
-FIXTURES = DATA / "fixtures"
-CORPUS = DATA / "corpus"
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CORPUS, DATA, FIXTURES
+from tests.support.data import CORPUS, DATA, FIXTURES
 
 ROOT = Path(__file__).resolve().parents[1]
 # What is not the project's own text: environments, caches and the data itself.

@@ -3,7 +3,7 @@
 The worker keeps Faust for its consumer group, table recovery and offset commits, and takes
 its input through a batch lane beside Faust's per-event path; that, and two broker quirks,
 need a few of the libraries' internals. They are all here, each with the version it was read
-from (`PINNED`), so an upgrade has one file to check: `tests/test_internals.py` fails, naming
+from (`PINNED`), so an upgrade has one file to check: `tests/kafka/test_internals.py` fails, naming
 the touch point, when one of them moves. Nothing here runs at import: the worker applies the
 two patches at its start-up (`install_worker_patches`).
 

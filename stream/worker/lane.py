@@ -2,7 +2,7 @@
 
 Faust hands every record to its agents one at a time, and per record it starts four tasks
 (`Service.wait_first`), builds an event, queues it and acks it through the stream, which
-costs more than the cleaning itself (README.md, Performance). The lane takes the lane topic's
+costs more than the cleaning itself (docs/performance.md). The lane takes the lane topic's
 records out of each fetch as one batch and awaits the handler with them inside the fetcher.
 Everything else stays Faust's: the consumer group and its assignment (the topic is subscribed
 like any agent's and co-partitioned with the tables), table recovery, and commits, which

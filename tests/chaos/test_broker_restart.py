@@ -1,7 +1,7 @@
 """SIGKILL the Apache Kafka broker mid-stream and start it again on the same data, while a
 worker, a `follow` source and the memory writer run; then reconcile everything.
 
-Real corpus sessions with injected duplicates (tests/chaos/workload.py) are written line by
+Real corpus sessions with injected duplicates (tests/support/workload.py) are written line by
 line into a session folder that `follow` watches; the broker is killed while lines are still
 being written and processed, stays away BROKER_DOWN_S seconds, and comes back on the same
 port and files. The policy under test is stream.kafka.retry: no process exits because the
@@ -35,15 +35,15 @@ from stream.brokers import RunningBroker, start_kafka
 from stream.brokers.local import stop_process
 from stream.consumers.memory_writer import MemoryWriter, duplicate_lines
 from stream.settings import Settings
-from tests.chaos.workload import corpus_sessions, session_with_duplicates
-from tests.integration.harness import WorkerProcess, consume_all, run, wait_until, worker_settings
-from tests.integration.test_worker import (
-    _difference,
+from tests.support.harness import WorkerProcess, consume_all, run, wait_until, worker_settings
+from tests.support.outputs import (
+    difference,
     first_occurrences,
     offline_results,
     per_session,
     without_source,
 )
+from tests.support.workload import corpus_sessions, session_with_duplicates
 
 TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 # `make chaos` sets CHAOS_ENTRIES and CHAOS_SESSIONS for every chaos test
@@ -258,7 +258,7 @@ def assert_reconciled(latest: dict, expected: Expected, memory_dir: Path) -> Non
         assert is_subsequence(lines, got), f"{sid}: lines missing from the input topic"
         assert first_occurrences(got) == first_occurrences(lines), f"{sid}: out of order"
     # 2. The clean topic's first occurrences are the offline `clean` of the same files.
-    assert latest["kept"] == expected.kept, _difference(latest["kept"], expected.kept)
+    assert latest["kept"] == expected.kept, difference(latest["kept"], expected.kept)
     # 3. Every alert of the offline run is there, and no alert id has two variants.
     assert {without_source(a) for a in latest["alerts"]} >= expected.alerts
     variants = defaultdict(set)

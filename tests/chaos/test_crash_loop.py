@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.workload import workload
-from tests.integration.harness import WorkerProcess, produce, run, worker_settings
-from tests.integration.test_worker import wait_for_outputs
+from tests.support.harness import WorkerProcess, produce, run, worker_settings
+from tests.support.outputs import wait_for_outputs
+from tests.support.workload import workload
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,7 @@ def test_graceful_stop_commits_so_nothing_is_processed_again(broker, tmp_path: P
     os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu") == "tansu",
     reason="on Tansu, a worker restarted into a group whose partner took over its partitions "
     "is never fed one uncommitted partition by Faust, restart after restart (the stall "
-    "watchdog sees it); Apache Kafka runs this test (README: Brokers)",
+    "watchdog sees it); Apache Kafka runs this test (docs/brokers.md)",
 )
 def test_two_workers_one_killed_mid_stream_then_restarted(broker, tmp_path: Path):
     records = workload(ENTRIES, SESSIONS, seed=9)

@@ -1,5 +1,5 @@
 """The soak at a small size: with a short TTL the worker forgets idle sessions, so its tables
-stay far below the number of sessions streamed. `python -m tests.chaos.soak` runs the issue's
+stay far below the number of sessions streamed. `python -m tests.support.soak` runs the issue's
 size (1 M entries over 100 k sessions) and prints the curve."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.soak import SoakConfig, report, run_soak
+from tests.support.soak import SoakConfig, report, run_soak
 
 pytestmark = pytest.mark.integration
 

@@ -13,15 +13,15 @@ from stream.engine import DictMemory, Engine, KafkaSource, Session, SessionState
 from stream.worker import codec
 from stream.worker.app import changelog_topics
 from stream.worker.tables import StoredSession
-from tests.chaos.workload import workload
-from tests.integration.harness import (
+from tests.support.harness import (
     WorkerProcess,
     consume_all,
     produce,
     run,
     worker_settings,
 )
-from tests.integration.test_worker import wait_for_outputs
+from tests.support.outputs import wait_for_outputs
+from tests.support.workload import workload
 
 pytestmark = pytest.mark.integration
 

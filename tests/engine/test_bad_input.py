@@ -8,8 +8,7 @@ import json
 import pytest
 
 from stream.engine import Action, FileSource, Severity
-
-from .builders import (
+from tests.support.builders import (
     assistant,
     drops,
     encode,

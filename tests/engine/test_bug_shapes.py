@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 from stream.engine import Action, Severity
-
-from .builders import (
+from tests.support.builders import (
     THINKING_REJECTED,
     alert_kinds,
     alerts,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stream.engine import Action, Limits, Severity
-
-from .builders import (
+from tests.support.builders import (
     INVALID_SIGNATURE,
     THINKING_REJECTED,
     alert_kinds,

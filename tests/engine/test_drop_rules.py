@@ -7,8 +7,7 @@ import json
 import pytest
 
 from stream.engine import Action, Engine, FileSource, KafkaSource, Limits, Severity
-
-from .builders import (
+from tests.support.builders import (
     alert_kinds,
     alerts,
     assert_valid_tree,

@@ -35,9 +35,8 @@ from stream.commands.clean import clean_session
 from stream.engine import Action, Engine, FileSource
 from stream.engine.tally import Tally
 from stream.sources.session_files import find_session_files, open_lines, session_id_of
-from tests.conftest import CORPUS, FIXTURES
-
-from .builders import is_mirror, normalized_text
+from tests.support.builders import is_mirror, normalized_text
+from tests.support.data import CORPUS, FIXTURES
 
 EXPECTED = {
     "03fa959b-7248-40b8-b7da-fbf45d737122.jsonl.excerpt.jsonl": {

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from stream.engine import (
@@ -20,8 +19,7 @@ from stream.engine import (
 )
 from stream.engine.tally import Tally
 from stream.worker import codec
-
-from .builders import (
+from tests.support.builders import (
     assistant,
     custom,
     encode,
@@ -37,16 +35,7 @@ from .builders import (
     user,
     zero_usage,
 )
-
-# More examples for a long hunt: SESSION_STREAM_EXAMPLES=2000 pytest tests/engine/test_properties.py
-SETTINGS = settings(
-    max_examples=int(os.environ.get("SESSION_STREAM_EXAMPLES", "120")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    # CI runs the same examples every time, so a red build always means a changed engine;
-    # development runs explore new ones (SESSION_STREAM_EXAMPLES=2000 for a longer hunt).
-    derandomize=os.environ.get("CI") == "true",
-)
+from tests.support.examples import SETTINGS
 
 TEXTS = [
     "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .builders import (
+from tests.support.builders import (
     alerts,
     assert_valid_tree,
     assistant,

@@ -22,8 +22,7 @@ from stream.engine.text import (
     repetition,
     text_hash,
 )
-
-from .test_properties import SETTINGS
+from tests.support.examples import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.integration.harness import WorkerProcess, consume_all, run, wait_until, worker_settings
+from tests.support.harness import WorkerProcess, consume_all, run, wait_until, worker_settings
 
 pytestmark = pytest.mark.integration
 

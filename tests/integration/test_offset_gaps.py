@@ -9,7 +9,7 @@ per commit interval, the group's committed offsets fall behind what was processe
 restart processes it all again.
 
 Apache Kafka only: aiokafka's transactional producer needs InitProducerId, which Tansu 0.6.0
-refuses (README: Brokers).
+refuses (docs/brokers.md).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream.kafka.admin import ensure_input_topic
-from tests.chaos.workload import workload
-from tests.integration.harness import WorkerProcess, consume_all, run, wait_until, worker_settings
-from tests.integration.test_worker import _difference, offline_results, per_session
+from tests.support.harness import WorkerProcess, consume_all, run, wait_until, worker_settings
+from tests.support.outputs import difference, offline_results, per_session
+from tests.support.workload import workload
 
 TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 TRANSACTION_RECORDS = 4  # records per transaction: a marker every few offsets per partition
@@ -146,4 +146,4 @@ def test_commits_pass_transaction_markers_and_a_restart_repeats_nothing(broker, 
     # Only the new records were processed after the restart...
     assert stats["entries_in"] == len(later), stats
     # ...and the clean topic holds every kept entry exactly once: nothing came out twice.
-    assert clean == expected, _difference(clean, expected)
+    assert clean == expected, difference(clean, expected)

@@ -23,8 +23,8 @@ from stream.consumers.tail import format_record
 from stream.engine import Engine
 from stream.settings import Settings
 from stream.sources.produce import read_session
-from tests.conftest import FIXTURES
-from tests.integration.harness import WorkerProcess, wait_until, worker_settings
+from tests.support.data import FIXTURES
+from tests.support.harness import WorkerProcess, wait_until, worker_settings
 
 TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 # Ten lines, one of them an exact delivery-mirror duplicate the worker drops.
@@ -36,7 +36,8 @@ SESSION_FILE = (
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(
-        TEST_BROKER != "kafka", reason="the embedded Tansu 0.6.0 cannot serve TLS (see README)"
+        TEST_BROKER != "kafka",
+        reason="the embedded Tansu 0.6.0 cannot serve TLS (see docs/brokers.md)",
     ),
 ]
 

@@ -1,4 +1,4 @@
-from tests.openclaw.fixtures import (
+from tests.support.openclaw.fixtures import (
     model_stand_in,
     openclaw_gateway,
     openclaw_release,

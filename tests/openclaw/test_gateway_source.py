@@ -26,10 +26,10 @@ import pytest
 from stream.brokers import RunningBroker
 from stream.consumers.tail import TopicMissing
 from stream.settings import Settings
-from tests.integration.harness import wait_until
-from tests.openclaw import shapes
-from tests.openclaw.gateway import Gateway
-from tests.openclaw.pipeline import (
+from tests.support.harness import wait_until
+from tests.support.openclaw import shapes
+from tests.support.openclaw.gateway import Gateway
+from tests.support.openclaw.pipeline import (
     Offline,
     Outputs,
     clean_rows_offline,
@@ -40,7 +40,7 @@ from tests.openclaw.pipeline import (
     without_source,
     write_memory,
 )
-from tests.sources.helpers import records_with_headers
+from tests.support.sources import records_with_headers
 
 pytestmark = [
     pytest.mark.openclaw,

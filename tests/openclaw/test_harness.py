@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.openclaw.gateway import RELEASES
-from tests.openclaw.install import OpenClawMissing, locate, pinned_releases
-from tests.openclaw.model import ModelStandIn, Reply, prompt_of
-from tests.openclaw.telegram import BOT_TOKEN, TelegramStandIn
+from tests.support.openclaw.gateway import RELEASES
+from tests.support.openclaw.install import OpenClawMissing, locate, pinned_releases
+from tests.support.openclaw.model import ModelStandIn, Reply, prompt_of
+from tests.support.openclaw.telegram import BOT_TOKEN, TelegramStandIn
 
 
 def test_every_pinned_release_is_described() -> None:

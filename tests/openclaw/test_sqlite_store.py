@@ -17,9 +17,9 @@ import orjson
 import pytest
 
 from stream.brokers import RunningBroker
-from tests.openclaw import shapes
-from tests.openclaw.gateway import COMPLETIONS_MODEL_ID, COMPLETIONS_PROVIDER, Gateway
-from tests.openclaw.pipeline import (
+from tests.support.openclaw import shapes
+from tests.support.openclaw.gateway import COMPLETIONS_MODEL_ID, COMPLETIONS_PROVIDER, Gateway
+from tests.support.openclaw.pipeline import (
     Offline,
     Outputs,
     clean_rows_offline,

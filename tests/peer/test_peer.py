@@ -2,8 +2,8 @@
 ported as session files (cases/<suite>/<case>.jsonl) with what must be kept and dropped
 (<case>.expect.json), run through the engine as `session-stream clean` runs a file.
 
-The expectations are what is right, not what the engine does today: README.md lists where we
-deliberately differ from OpenClaw, and a failing case is a finding.
+The expectations are what is right, not what the engine does today: docs/openclaw-tests.md lists
+where we deliberately differ from OpenClaw, and a failing case is a finding.
 """
 
 from __future__ import annotations

@@ -18,23 +18,9 @@ from stream.sources.checkpoint import CheckpointError
 from stream.sources.follow import FileFollower, Position
 from stream.sources.publish import Batch
 from stream.sources.session_files import open_lines
-from tests.conftest import FIXTURES
-from tests.sources.helpers import by_key, drain
-from tests.sources.test_session_files import POINTER, TELEGRAM_MESSAGES, TRACE_LINE
-
-
-def header(session_id: str) -> bytes:
-    return orjson.dumps({"type": "session", "version": 3, "id": session_id}) + b"\n"
-
-
-def entry(entry_id: str, text: str = "hello") -> bytes:
-    line = {"type": "message", "id": entry_id, "message": {"role": "user", "content": text}}
-    return orjson.dumps(line) + b"\n"
-
-
-def lines(*chunks: bytes) -> list[bytes]:
-    """The records `follow` makes of these complete lines: without their newline."""
-    return [chunk.rstrip(b"\n") for chunk in chunks]
+from tests.support.data import FIXTURES
+from tests.support.session_files import POINTER, TELEGRAM_MESSAGES, TRACE_LINE
+from tests.support.sources import append, by_key, drain, entry, header, lines
 
 
 @pytest.fixture
@@ -53,9 +39,6 @@ def follower(root: Path) -> FileFollower:
     return FileFollower(root, root.parent / "follow.checkpoint.json")
 
 
-def append(path: Path, *chunks: bytes) -> None:
-    with path.open("ab") as handle:
-        handle.write(b"".join(chunks))
 
 
 # --- new files, appended lines, partial lines ------------------------------------------------

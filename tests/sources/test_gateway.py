@@ -17,7 +17,7 @@ from stream.sources.gateway.protocol import Auth
 from stream.sources.gateway.source import Gateway, GatewaySource
 from stream.sources.gateway.stores import Stores
 from stream.sources.publish import Record, SourceError, pump
-from tests.sources.fake_gateway import (
+from tests.support.fake_gateway import (
     REFUSALS,
     TOKEN,
     FakeGateway,
@@ -26,7 +26,7 @@ from tests.sources.fake_gateway import (
     sessions_changed,
     unavailable,
 )
-from tests.sources.sqlite_store import create_openclaw_store, insert, open_window
+from tests.support.sqlite_store import create_openclaw_store, insert, open_window
 
 KEY = "agent:main:explicit:s"
 STORE = "openclaw-agent.sqlite"

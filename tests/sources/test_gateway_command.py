@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from stream.brokers import RunningBroker
-from tests.sources.fake_gateway import (
+from tests.support.fake_gateway import (
     REFUSALS,
     TOKEN,
     FakeGateway,
     ThreadedGateway,
     session_message,
 )
-from tests.sources.helpers import records_with_headers
-from tests.sources.sqlite_store import create_openclaw_store, insert, open_window
+from tests.support.sources import records_with_headers
+from tests.support.sqlite_store import create_openclaw_store, insert, open_window
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,8 +19,9 @@ from stream.settings import Settings
 from stream.sources import follow
 from stream.sources import sqlite as follow_sqlite
 from stream.sources.session_files import open_lines
-from tests.sources.sqlite_store import create_store, insert
-from tests.sources.test_follow import FIXTURES, append, entry, header, lines
+from tests.support.data import FIXTURES
+from tests.support.sources import append, entry, header, lines
+from tests.support.sqlite_store import create_store, insert
 
 pytestmark = pytest.mark.integration
 

@@ -15,31 +15,7 @@ from stream.sources.checkpoint import (
     save_checkpoint,
 )
 from stream.sources.publish import Batch, Record, pump
-
-
-class ScriptedSource:
-    """Hands out prepared batches; remembers which were committed."""
-
-    def __init__(self, batches: list[Batch[int]]) -> None:
-        self.batches = batches
-        self.polls = 0
-        self.committed: list[int] = []
-
-    def poll(self) -> Batch[int]:
-        self.polls += 1
-        if self.batches:
-            return self.batches.pop(0)
-        return Batch([], self.committed[-1] if self.committed else 0)
-
-    def commit(self, batch: Batch[int]) -> None:
-        self.committed.append(batch.position)
-
-    def close(self) -> None:
-        pass
-
-
-def records(*values: bytes) -> list[Record]:
-    return [(b"k", value) for value in values]
+from tests.support.sources import ScriptedSource, records
 
 
 async def test_once_polls_again_while_batches_say_more_then_stops() -> None:

@@ -17,20 +17,7 @@ from stream.sources.session_files import (
     is_trace_line,
     may_be_trace,
 )
-
-# The first line of a real OpenClaw 2026.5.12 runtime trace (paths shortened).
-TRACE_LINE = (
-    b'{"traceSchema":"openclaw-trajectory","schemaVersion":1,"traceId":"sx-1","source":"runtime",'
-    b'"type":"session.started","ts":"2026-12-01T23:09:02.471Z","seq":1,"sourceSeq":1,'
-    b'"sessionId":"sx-1","sessionKey":"agent:main:explicit:sx-1","runId":"ccf7e116",'
-    b'"provider":"standin","modelId":"stand-in-claude","modelApi":"anthropic-messages",'
-    b'"data":{"trigger":"user","agentId":"main","toolCount":25}}'
-)
-POINTER = (
-    b'{"traceSchema":"openclaw-trajectory-pointer","schemaVersion":1,"sessionId":"sx-1",'
-    b'"runtimeFile":"/state/agents/main/sessions/sx-1.trajectory.jsonl"}'
-)
-TELEGRAM_MESSAGES = b'{"key":"default:777:9001","node":{"sourceMessage":{"message_id":9001}}}'
+from tests.support.session_files import POINTER, TELEGRAM_MESSAGES, TRACE_LINE
 
 
 def header(session_id: str) -> bytes:

@@ -18,8 +18,8 @@ import zstandard
 from stream.sources import sqlite as follow_sqlite
 from stream.sources.publish import Record, SourceError, pump
 from stream.sources.sqlite import SqliteFollower, zstd_decompressor
-from tests.sources.helpers import by_key, drain
-from tests.sources.sqlite_store import COMPRESSED_SCHEMA, create_store, event, insert
+from tests.support.sources import by_key, drain
+from tests.support.sqlite_store import COMPRESSED_SCHEMA, create_store, event, insert
 
 
 @pytest.fixture

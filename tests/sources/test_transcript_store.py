@@ -12,8 +12,8 @@ import pytest
 from stream.sources.checkpoint import save_checkpoint
 from stream.sources.sqlite import KIND, SqliteFollower
 from stream.sources.transcript_store import STRIDE, Progress, TranscriptStore
-from tests.sources.helpers import drain
-from tests.sources.sqlite_store import (
+from tests.support.sources import drain
+from tests.support.sqlite_store import (
     compact,
     create_openclaw_store,
     event,

@@ -13,7 +13,7 @@ from stream.settings import Settings
 from stream.worker.checkpoint import too_large_notice
 from stream.worker.processor import BatchProcessor, InRecord
 from stream.worker.tables import TableStore
-from tests.engine.builders import assistant, encode, header, mirror, user
+from tests.support.builders import assistant, encode, header, mirror, user
 
 SETTINGS = Settings.load(environ={}).replace(session_ttl=3600.0)
 

@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--projected", action="store_true",
         help="no store: publish the events' display projection, marked as such (for a "
-        "remote gateway; not the transcript, see the README)",
+        "remote gateway; not the transcript, see docs/sources.md)",
     )
     parser.add_argument(
         "--agent", action="append", default=[], metavar="ID",

@@ -83,5 +83,5 @@ _REMOTE_HINT = (
     ": the gateway source reads each entry from the agent's store and cannot run without it. "
     "Point --state-dir (or $OPENCLAW_STATE_DIR) or --store at the gateway's state folder; for "
     "a gateway on another machine, --projected publishes its display projection instead, "
-    "which is not the transcript (see the README)"
+    "which is not the transcript (see docs/sources.md)"
 )

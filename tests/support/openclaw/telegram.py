@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl
 
-from tests.openclaw.loopback import LoopbackServer, serve
+from tests.support.openclaw.loopback import LoopbackServer, serve
 
 BOT_ID = 123456
 BOT_TOKEN = f"{BOT_ID}:STANDINTOKEN"

@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.openclaw.gateway import RELEASES, Gateway, Release
-from tests.openclaw.install import OpenClawMissing, locate, pinned_releases
-from tests.openclaw.model import ModelStandIn
-from tests.openclaw.telegram import TelegramStandIn
+from tests.support.openclaw.gateway import RELEASES, Gateway, Release
+from tests.support.openclaw.install import OpenClawMissing, locate, pinned_releases
+from tests.support.openclaw.model import ModelStandIn
+from tests.support.openclaw.telegram import TelegramStandIn
 
 
 @pytest.fixture(scope="module", params=pinned_releases())
 def openclaw_release(request: pytest.FixtureRequest) -> Release:
     if request.param not in RELEASES:
         pytest.fail(f"scripts/install-openclaw.sh pins OpenClaw {request.param}, which "
-                    "tests/openclaw/gateway.py RELEASES does not describe", pytrace=False)
+                    "tests/support/openclaw/gateway.py RELEASES does not describe", pytrace=False)
     return RELEASES[request.param]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from websockets.asyncio.server import ServerConnection, serve
 
-from tests.conftest import DATA
+from tests.support.data import DATA
 
 LIVE = DATA / "openclaw-live"
 

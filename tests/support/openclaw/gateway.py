@@ -33,9 +33,9 @@ from urllib.parse import quote
 
 from stream.brokers import free_port
 from stream.brokers.local import die_with_parent_hook
-from tests.openclaw.install import Installation
-from tests.openclaw.model import ModelStandIn
-from tests.openclaw.telegram import BOT_TOKEN, TelegramStandIn
+from tests.support.openclaw.install import Installation
+from tests.support.openclaw.model import ModelStandIn
+from tests.support.openclaw.telegram import BOT_TOKEN, TelegramStandIn
 
 AGENT = "main"
 MAIN_SESSION_KEY = f"agent:{AGENT}:main"  # where a Telegram DM goes

@@ -1,13 +1,9 @@
-"""`produce` publishes session files line for line in order; `tail` prints topics without text."""
+"""`tail` prints topics readably, one line per record, never their text."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import gzip
 import io
-from collections import defaultdict
-from pathlib import Path
 
 import orjson
 import pytest
@@ -16,13 +12,9 @@ from aiokafka import ConsumerRecord
 from stream.brokers import RunningBroker, free_port
 from stream.consumers import tail
 from stream.kafka.admin import create_topics
-from stream.settings import Settings
-from stream.sources import produce
-from stream.sources.session_files import find_session_files, open_lines, session_id_of
-from tests.conftest import FIXTURES
+from tests.support.topics import PARTITIONS, parse, publish, settings_for
 
 SECRET = "the secret transcript text"
-PARTITIONS = 4
 
 
 def record(
@@ -60,10 +52,6 @@ def alert_json(kind: str, entry_id: str | None, message: str) -> bytes:
     )
 
 
-def parse(module, argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    module.add_arguments(parser)
-    return parser.parse_args(argv)
 
 
 # --- format_record ---------------------------------------------------------------------------
@@ -119,11 +107,6 @@ def test_control_characters_from_the_topic_are_escaped() -> None:
 # --- produce and tail without a broker -------------------------------------------------------
 
 
-def test_produce_reports_an_unreachable_broker() -> None:
-    args = parse(produce, [str(FIXTURES), "--broker", f"kafka://127.0.0.1:{free_port()}"])
-    stderr = io.StringIO()
-    assert produce.main(args, stderr=stderr) == 1
-    assert "cannot publish to the Kafka broker at 127.0.0.1:" in stderr.getvalue()
 
 
 def test_tail_reports_an_unreachable_broker() -> None:
@@ -136,109 +119,18 @@ def test_tail_reports_an_unreachable_broker() -> None:
 # --- against a broker ------------------------------------------------------------------------
 
 
-def settings_for(broker: RunningBroker, **topics: str) -> Settings:
-    return Settings.load(None, {"SESSION_STREAM_BROKER": broker.url}).replace(**topics)
 
 
-def expected_by_key(paths: list[Path]) -> dict[bytes, list[bytes]]:
-    """Per key, the non-blank lines of its session files in file order."""
-    expected: dict[bytes, list[bytes]] = defaultdict(list)
-    for given in paths:
-        for path in find_session_files(given):
-            lines = [body for _, body in open_lines(path)]
-            expected[session_id_of(path, lines[0]).encode()] += lines
-    return dict(expected)
 
 
-async def read_all(
-    settings: Settings, topic: str
-) -> tuple[dict[bytes, list[bytes]], dict[bytes, set[int]]]:
-    """Per key, the values in offset order and the partitions they were on."""
-    values: dict[bytes, list[bytes]] = defaultdict(list)
-    partitions: dict[bytes, set[int]] = defaultdict(set)
-    async for consumed in tail.read_topic(settings, topic, follow=False):
-        values[consumed.key] += [consumed.value]
-        partitions[consumed.key].add(consumed.partition)
-    return dict(values), dict(partitions)
 
 
-@pytest.fixture
-def extra_sessions(tmp_path: Path) -> Path:
-    """A session with a malformed line and a blank one, and a gzipped session without header."""
-    (tmp_path / "bad.jsonl").write_bytes(
-        b'{"type":"session","id":"with-bad-line"}\n'
-        b'{"type":"message","id":"m1"\n'
-        b"\n"
-        b'{"type":"message","id":"m2"}\r\n'
-    )
-    with gzip.open(tmp_path / "zipped-session.jsonl.gz", "wb") as handle:
-        handle.write(b'{"type":"message","id":"z1"}\n{"type":"message","id":"z2"}')
-    return tmp_path
 
 
-@pytest.mark.integration
-async def test_produce_sends_every_line_byte_for_byte_in_session_order(
-    broker: RunningBroker, extra_sessions: Path
-) -> None:
-    settings = settings_for(broker, input_topic="produce-input")
-    create_topics(broker.bootstrap, {settings.input_topic: PARTITIONS})
-    paths = [FIXTURES, extra_sessions]
-
-    report = await produce.produce_files(settings, [str(p) for p in paths])
-
-    expected = expected_by_key(paths)
-    assert expected[b"with-bad-line"] == [
-        b'{"type":"session","id":"with-bad-line"}',
-        b'{"type":"message","id":"m1"',
-        b'{"type":"message","id":"m2"}',
-    ]
-    assert expected[b"zipped-session"] == [
-        b'{"type":"message","id":"z1"}',
-        b'{"type":"message","id":"z2"}',
-    ]
-    assert report.files == 9  # seven fixture sessions; the checkpoint and sessions.json skipped
-    assert report.records == sum(map(len, expected.values()))
-    assert dict(report.per_session) == {k.decode(): len(v) for k, v in expected.items()}
-    assert report.unreadable == []
-    received, partitions = await read_all(settings, settings.input_topic)
-    assert received == expected
-    assert all(len(used) == 1 for used in partitions.values())
-    assert len(set().union(*partitions.values())) > 1  # the keys did spread
 
 
-@pytest.mark.integration
-def test_produce_main_sends_what_it_can_and_fails_on_an_unreadable_input(
-    broker: RunningBroker, extra_sessions: Path
-) -> None:
-    missing = extra_sessions / "missing.jsonl"
-    args = parse(
-        produce,
-        [
-            str(extra_sessions),
-            str(missing),
-            "--broker",
-            broker.url,
-            "--input-topic",
-            "produce-main",
-        ],
-    )
-    stderr = io.StringIO()
-
-    assert produce.main(args, stderr=stderr) == 1
-
-    assert f"cannot read {missing}: No such file or directory" in stderr.getvalue()
-    assert "produced 5 records of 2 sessions from 2 files to produce-main; 1 unreadable" in (
-        stderr.getvalue()
-    )
 
 
-async def publish(settings: Settings, topic: str, records: list[tuple[bytes, bytes]]) -> None:
-    producer = produce.make_producer(settings)
-    try:
-        await producer.start()
-        await produce.send_records(producer, topic, records)
-    finally:
-        await producer.stop()
 
 
 @pytest.mark.integration

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.openclaw.loopback import LoopbackServer, serve
+from tests.support.openclaw.loopback import LoopbackServer, serve
 
 INTERNAL_BLOCK = "<<<BEGIN_OPENCLAW_INTERNAL"
 # OpenClaw puts the time in front of what the user wrote: "[Tue 2026-12-01 23:06 UTC] hello".

@@ -20,7 +20,7 @@ from stream.kafka.admin import create_topics
 from stream.kafka.producer import make_producer, send_records
 from stream.settings import Settings
 from stream.sources.session_files import find_session_files, open_lines, session_id_of
-from tests.conftest import FIXTURES
+from tests.support.data import FIXTURES
 
 _ids = itertools.count(1)
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import orjson
 
 from stream.sources.session_files import find_session_files, open_lines
-from tests.conftest import CORPUS
+from tests.support.data import CORPUS
 
 
 def corpus_sessions() -> list[list[bytes]]:

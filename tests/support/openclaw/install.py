@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 INSTALL_SCRIPT = REPOSITORY / "scripts" / "install-openclaw.sh"
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stream.sources.session_files import find_session_files, open_lines, session_id_of
-from tests.conftest import FIXTURES
-from tests.engine.builders import (
+from tests.support.builders import (
     THINKING_REJECTED,
     assistant,
     custom,
@@ -15,6 +14,7 @@ from tests.engine.builders import (
     mirror,
     user,
 )
+from tests.support.data import FIXTURES
 
 
 def _write(folder: Path, session_id: str, entries: list) -> Path:

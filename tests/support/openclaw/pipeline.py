@@ -1,5 +1,5 @@
 """From a real OpenClaw's transcripts to the topics and back: a source command (`follow`,
-`follow-sqlite`), the worker (tests/integration/harness.py), the memory writer, and `session-stream
+`follow-sqlite`), the worker (tests/support/harness.py), the memory writer, and `session-stream
 clean` over the same entries for comparison."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from stream.engine import DROP_RULES
 from stream.settings import Settings
 from stream.sources import follow
 from stream.sources import sqlite as follow_sqlite
-from tests.integration.harness import WorkerProcess, wait_until, worker_settings
+from tests.support.harness import WorkerProcess, wait_until, worker_settings
 
 PUBLISHED = re.compile(r"published (\d+) records")
 SOURCES: dict[str, ModuleType] = {"follow": follow, "follow-sqlite": follow_sqlite}

@@ -1,7 +1,7 @@
 """Soak: a long stream over a sliding population of sessions with a short TTL, watching the
 worker's RSS and table size level off (issue 5, item 6).
 
-    python -m tests.chaos.soak [--entries 1000000] [--sessions 100000] [--ttl 20] [--sweep 5]
+    python -m tests.support.soak [--entries 1000000] [--sessions 100000] [--ttl 20] [--sweep 5]
                                [--broker tansu|kafka] [--sample 5] [--out FILE]
 
 Sessions are active for a short stretch of the stream and never seen again: `--active` of
@@ -43,7 +43,7 @@ from stream.brokers import RunningBroker, start_broker
 from stream.kafka.admin import ensure_input_topic
 from stream.kafka.producer import make_producer, send_records
 from stream.settings import Settings
-from tests.integration.harness import WorkerProcess, worker_settings
+from tests.support.harness import WorkerProcess, worker_settings
 
 FORGOT = re.compile(rb"forgot (\d+) sessions idle")
 TICK_SESSION = "soak-tick"
@@ -527,7 +527,7 @@ def report(result: SoakResult) -> str:
 
 def parse_args(argv: list[str] | None = None) -> SoakConfig:
     defaults = SoakConfig()
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos.soak", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tests.support.soak", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=defaults.entries)
     parser.add_argument("--sessions", type=int, default=defaults.sessions)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stream.cli import main
-from tests.sources.test_session_files import POINTER, TELEGRAM_MESSAGES, TRACE_LINE
+from tests.support.session_files import POINTER, TELEGRAM_MESSAGES, TRACE_LINE
 
 TEXT = "The backup finished at 03:12 and all 41 files were verified."
 
