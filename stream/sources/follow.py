@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from stream.sources.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from stream.sources.positions import PositionsError, load_positions, save_positions
 from stream.sources.publish import Batch, Record, SourceError, add_source_arguments, run
 from stream.sources.session_files import (
     first_line,
@@ -133,7 +133,7 @@ class FileFollower:
     def commit(self, batch: Batch[Positions]) -> None:
         if batch.position != self.positions:
             files = [asdict(position) for position in batch.position.values()]
-            save_checkpoint(self.checkpoint, KIND, self.origin, {"files": files})
+            save_positions(self.checkpoint, KIND, self.origin, {"files": files})
         self.positions = batch.position
 
     def close(self) -> None:
@@ -321,13 +321,13 @@ def _non_blank(data: bytes) -> list[bytes]:
 
 
 def _load(checkpoint: Path, origin: str) -> Positions:
-    data = load_checkpoint(checkpoint, KIND, origin)
+    data = load_positions(checkpoint, KIND, origin)
     if data is None:
         return {}
     try:
         positions = [Position(**entry) for entry in data["files"]]
     except (KeyError, TypeError) as error:
-        raise CheckpointError(f"checkpoint {checkpoint} has a malformed entry: {error}") from error
+        raise PositionsError(f"checkpoint {checkpoint} has a malformed entry: {error}") from error
     return {position.identity: position for position in positions}
 
 

@@ -34,7 +34,7 @@ from stream.kafka.admin import ensure_input_topic
 from stream.kafka.producer import Headers, make_producer, send_records
 from stream.kafka.retry import Backoff, Stopped, quiet_client_logs, until_done
 from stream.settings import Settings, add_options
-from stream.sources.checkpoint import CheckpointError
+from stream.sources.positions import PositionsError
 
 # (key, value), or (key, value, headers) for a source that knows more than the key.
 Record = tuple[bytes, bytes] | tuple[bytes, bytes, Headers]
@@ -208,7 +208,7 @@ def run(
     settings = Settings.load(args)
     try:
         source = open_source()
-    except (CheckpointError, SourceError) as error:
+    except (PositionsError, SourceError) as error:
         print(f"session-stream {name}: {error}", file=stderr)
         return 1
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from stream.settings import positive_int
-from stream.sources.checkpoint import load_checkpoint, save_checkpoint
+from stream.sources.positions import load_positions, save_positions
 from stream.sources.publish import Batch, add_source_arguments, run
 from stream.sources.transcript_store import (
     Decompress,
@@ -47,7 +47,7 @@ class SqliteFollower:
     ) -> None:
         self.checkpoint = checkpoint
         self.origin = str(path.resolve())
-        progress = progress_from_json(load_checkpoint(checkpoint, KIND, self.origin), checkpoint)
+        progress = progress_from_json(load_positions(checkpoint, KIND, self.origin), checkpoint)
         self.store = TranscriptStore(path, progress, page_size, decompress)
 
     @property
@@ -60,7 +60,7 @@ class SqliteFollower:
 
     def commit(self, batch: Batch[Progress]) -> None:
         if batch.position.marks != self.progress.marks:
-            save_checkpoint(self.checkpoint, KIND, self.origin, progress_to_json(batch.position))
+            save_positions(self.checkpoint, KIND, self.origin, progress_to_json(batch.position))
         self.store.advance(batch.position)
 
     def close(self) -> None:

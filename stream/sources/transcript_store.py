@@ -41,7 +41,7 @@ from urllib.parse import quote
 
 import xxhash
 
-from stream.sources.checkpoint import CheckpointError
+from stream.sources.positions import PositionsError
 from stream.sources.publish import Headers, Record, SourceError
 
 log = logging.getLogger(__name__)
@@ -514,11 +514,11 @@ def progress_from_json(data: dict[str, Any] | None, where: Path) -> Progress:
         or not all(isinstance(s, int) and not isinstance(s, bool) for s in sessions.values())
         or not isinstance(chains, dict)
     ):
-        raise CheckpointError(f"checkpoint {where} has no valid sessions object")
+        raise PositionsError(f"checkpoint {where} has no valid sessions object")
     try:
         return Progress({s: _mark(seq, chains.get(s)) for s, seq in sessions.items()})
     except (TypeError, ValueError, KeyError) as error:
-        raise CheckpointError(f"checkpoint {where} has an invalid chain: {error}") from error
+        raise PositionsError(f"checkpoint {where} has an invalid chain: {error}") from error
 
 
 def _mark(seq: int, entry: dict[str, Any] | None) -> Mark:

@@ -14,8 +14,8 @@ import pytest
 
 from stream.brokers import free_port
 from stream.sources import follow
-from stream.sources.checkpoint import CheckpointError
 from stream.sources.follow import FileFollower, Position
+from stream.sources.positions import PositionsError
 from stream.sources.publish import Batch
 from stream.sources.session_files import open_lines
 from tests.support.data import FIXTURES
@@ -318,7 +318,7 @@ def test_a_checkpoint_of_another_folder_is_refused(
     other = tmp_path / "other"
     other.mkdir()
 
-    with pytest.raises(CheckpointError, match="belongs to"):
+    with pytest.raises(PositionsError, match="belongs to"):
         FileFollower(other, root.parent / "follow.checkpoint.json")
 
 

@@ -1,19 +1,11 @@
-"""The loop both sources share, and their checkpoint files."""
+"""The loop the sources share."""
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
-import orjson
 import pytest
 
-from stream.sources.checkpoint import (
-    CheckpointError,
-    CheckpointWriter,
-    load_checkpoint,
-    save_checkpoint,
-)
 from stream.sources.publish import Batch, Record, pump
 from tests.support.sources import ScriptedSource, records
 
@@ -68,58 +60,3 @@ async def test_without_once_it_polls_every_interval_until_stopped() -> None:
 
     assert await asyncio.wait_for(running, 5) == 1
     assert source.polls > 3
-
-
-def test_checkpoint_round_trips_and_leaves_no_temporary_file(tmp_path: Path) -> None:
-    path = tmp_path / "deep" / "cp.json"
-
-    save_checkpoint(path, "follow", "/data", {"files": [1]})
-    save_checkpoint(path, "follow", "/data", {"files": [2]})
-
-    assert load_checkpoint(path, "follow", "/data") == {
-        "version": 1,
-        "kind": "follow",
-        "origin": "/data",
-        "files": [2],
-    }
-    assert [p.name for p in path.parent.iterdir()] == ["cp.json"]
-
-
-def test_no_checkpoint_yet_is_none(tmp_path: Path) -> None:
-    assert load_checkpoint(tmp_path / "none.json", "follow", "/data") is None
-
-
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        (b"{not json", "is not JSON"),
-        (orjson.dumps({"version": 1, "kind": "follow-sqlite", "origin": "/data"}), "not a version"),
-        (orjson.dumps({"version": 1, "kind": "follow", "origin": "/elsewhere"}), "belongs to"),
-    ],
-)
-def test_unusable_checkpoints_are_refused(tmp_path: Path, content: bytes, message: str) -> None:
-    path = tmp_path / "cp.json"
-    path.write_bytes(content)
-
-    with pytest.raises(CheckpointError, match=message):
-        load_checkpoint(path, "follow", "/data")
-
-
-def test_the_checkpoint_writer_saves_the_latest_content_and_flushes_on_close(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "c.json"
-    writer = CheckpointWriter(path, "test", "origin")
-    for n in range(50):
-        writer.save({"n": n})
-    writer.close()
-
-    assert load_checkpoint(path, "test", "origin")["n"] == 49
-
-
-def test_a_failed_background_save_is_raised_by_the_next_call(tmp_path: Path) -> None:
-    (tmp_path / "file").write_text("")
-    writer = CheckpointWriter(tmp_path / "file" / "c.json", "test", "origin")  # parent: a file
-    writer.save({"n": 1})
-    with pytest.raises(OSError):
-        writer.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from stream.sources.checkpoint import save_checkpoint
+from stream.sources.positions import save_positions
 from stream.sources.sqlite import KIND, SqliteFollower
 from stream.sources.transcript_store import STRIDE, Progress, TranscriptStore
 from tests.support.sources import drain
@@ -168,7 +168,7 @@ def test_a_checkpoint_from_before_chains_is_adopted_without_resending(
     open_window(writer, "s", "agent:main:main")
     insert(writer, "s", 0, 1)
     checkpoint = database.parent / "checkpoint.json"
-    save_checkpoint(checkpoint, KIND, str(database.resolve()), {"sessions": {"s": 1}})
+    save_positions(checkpoint, KIND, str(database.resolve()), {"sessions": {"s": 1}})
 
     assert drain(follower(database)) == []
     compact(writer, "s", max_lines=2)

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from stream.sources.checkpoint import CheckpointError, CheckpointWriter, load_checkpoint
 from stream.sources.gateway.client import INITIAL_BACKOFF, MAX_BACKOFF, GatewayClient
 from stream.sources.gateway.protocol import Auth, SessionEvent
 from stream.sources.gateway.stores import Stores
+from stream.sources.positions import PositionsError, PositionsWriter, load_positions
 from stream.sources.publish import Batch, Record
 from stream.sources.transcript_store import (
     Decompress,
@@ -78,7 +78,7 @@ class GatewaySource:
         self.page_size = page_size
         self.decompress = decompress
         self._saved = _load(checkpoint, self.origin)
-        self._writer = CheckpointWriter(checkpoint, KIND, self.origin)
+        self._writer = PositionsWriter(checkpoint, KIND, self.origin)
         self.stores: dict[str, TranscriptStore] = {}
         self._dirty: dict[str, set[str]] = defaultdict(set)
         self._sweeps: set[str] = set()  # agents whose whole store is to be read
@@ -181,10 +181,10 @@ class GatewaySource:
 
 
 def _load(checkpoint: Path, origin: str) -> Positions:
-    data = load_checkpoint(checkpoint, KIND, origin)
+    data = load_positions(checkpoint, KIND, origin)
     if data is None:
         return {}
     stores = data.get("stores")
     if not isinstance(stores, dict):
-        raise CheckpointError(f"checkpoint {checkpoint} has no valid stores object")
+        raise PositionsError(f"checkpoint {checkpoint} has no valid stores object")
     return {agent: progress_from_json(content, checkpoint) for agent, content in stores.items()}

@@ -1,8 +1,9 @@
-"""Checkpoint files of the live sources: where each source got to, saved after the broker acked.
+"""The live sources' positions: where each source got to, saved after the broker acked, in the
+file its `--checkpoint` option names (not the worker's commit checkpoint, stream.worker.checkpoint).
 
-A checkpoint is one JSON object naming its source kind and origin (the folder or database it
-belongs to), replaced atomically: a crash leaves either the old or the new file, never half of
-one, so a restart neither loses nor re-sends records.
+A positions file is one JSON object naming its source kind and origin (the folder or database
+it belongs to), replaced atomically: a crash leaves either the old or the new file, never half
+of one, so a restart neither loses nor re-sends records.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import orjson
 VERSION = 1
 
 
-class CheckpointError(ValueError):
+class PositionsError(ValueError):
     """A checkpoint that cannot be used: unreadable, malformed, or another source's."""
 
 
-def load_checkpoint(path: Path, kind: str, origin: str) -> dict[str, Any] | None:
+def load_positions(path: Path, kind: str, origin: str) -> dict[str, Any] | None:
     """The checkpoint's content, or None when there is none yet.
 
     A checkpoint of another kind or origin is refused rather than reused: positions of one
@@ -32,22 +33,22 @@ def load_checkpoint(path: Path, kind: str, origin: str) -> dict[str, Any] | None
     except FileNotFoundError:
         return None
     except OSError as error:
-        raise CheckpointError(f"cannot read checkpoint {path}: {error}") from error
+        raise PositionsError(f"cannot read checkpoint {path}: {error}") from error
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
-        raise CheckpointError(f"checkpoint {path} is not JSON: {error}") from error
+        raise PositionsError(f"checkpoint {path} is not JSON: {error}") from error
     if not isinstance(data, dict) or data.get("version") != VERSION or data.get("kind") != kind:
-        raise CheckpointError(f"{path} is not a version {VERSION} {kind} checkpoint")
+        raise PositionsError(f"{path} is not a version {VERSION} {kind} checkpoint")
     if data.get("origin") != origin:
-        raise CheckpointError(
+        raise PositionsError(
             f"checkpoint {path} belongs to {data.get('origin')!r}, not {origin!r}; "
             "give another --checkpoint (or edit its origin if the data moved)"
         )
     return data
 
 
-def save_checkpoint(path: Path, kind: str, origin: str, content: dict[str, Any]) -> None:
+def save_positions(path: Path, kind: str, origin: str, content: dict[str, Any]) -> None:
     """Write the checkpoint durably: a temporary file, fsynced, renamed over the old one."""
     data = {"version": VERSION, "kind": kind, "origin": origin, **content}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -73,7 +74,7 @@ def _fsync_directory(directory: Path) -> None:
         os.close(descriptor)
 
 
-class CheckpointWriter:
+class PositionsWriter:
     """Saves checkpoints on a thread of its own, the latest one first, so that a slow fsync
     (tens to hundreds of ms on a busy disk) does not hold up the next read and send.
 
@@ -121,7 +122,7 @@ class CheckpointWriter:
                 if content is None:
                     return
             try:
-                save_checkpoint(self.path, self.kind, self.origin, content)
+                save_positions(self.path, self.kind, self.origin, content)
             except OSError as error:
                 with self._wake:
                     self._error = error
