@@ -15,13 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream.brokers import free_port
 from stream.brokers.local import die_with_parent_hook, log_tail, stop_process
 from stream.consumers.tail import read_topic
 from stream.kafka.admin import create_topics
+from stream.kafka.consumer import log_end_offsets
 from stream.settings import Settings
 
 BENCH = Path(__file__).resolve().parent
@@ -191,24 +192,11 @@ async def read_outputs(broker_url: str, topics: Sequence[str]) -> OutputStats:
 
 
 async def end_positions(bootstrap: str, topic: str) -> dict[int, int]:
-    """The true end of every partition of `topic`: the high watermark of a fetch response (on
-    Tansu, ListOffsets(latest) may lie short of it)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                max_partition_fetch_bytes=1024)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        hints = await consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, max(0, hints[tp] - 1))
-        for _ in range(50):
-            await consumer.getmany(*tps, timeout_ms=200)
-            if all(consumer.highwater(tp) is not None for tp in tps):
-                break
-        return {tp.partition: max(hints[tp], consumer.highwater(tp) or 0) for tp in tps}
-    finally:
-        await consumer.stop()
+    """The true end of every partition of `topic` (on Tansu, ListOffsets(latest) may lie
+    short of it)."""
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    ends = await log_end_offsets({"bootstrap_servers": bootstrap}, tps)
+    return {tp.partition: end for tp, end in ends.items()}
 
 
 def quix_python(install: bool) -> tuple[str | None, str]:

@@ -8,7 +8,6 @@ from stream.brokers.local import (
     BrokerStartError,
     RunningBroker,
     free_port,
-    wait_ready,
 )
 from stream.brokers.tansu import start_tansu
 
@@ -23,7 +22,6 @@ __all__ = [
     "start_broker",
     "start_kafka",
     "start_tansu",
-    "wait_ready",
 ]
 
 

@@ -11,15 +11,12 @@ import os
 import shutil
 import ssl
 import subprocess
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, overload
 
-from aiokafka import AIOKafkaClient
-from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
 from stream.brokers.local import (
@@ -29,8 +26,6 @@ from stream.brokers.local import (
     broker_workdir,
     free_port,
     launch,
-    port_is_open,
-    run_sync,
 )
 
 DEFAULT_KAFKA_VERSION = "4.4.0"
@@ -79,6 +74,11 @@ class TlsKafka(RunningBroker):
         """A client context that trusts this broker (and checks its host name)."""
         return create_ssl_context(cafile=str(self.ca_path))
 
+    def client_options(self) -> dict:
+        """Over TLS, verifying the certificate against the broker's CA."""
+        return {**super().client_options(), "security_protocol": "SSL",
+                "ssl_context": self.ssl_context()}
+
 
 @overload
 def start_kafka(
@@ -112,9 +112,8 @@ def start_kafka(
         config = _write_config(workdir, port, controller_port, tls_settings)
         _format_storage(libs, config)
         cmd = _server_command(libs, config)
-        if files is None:
-            return launch("kafka", cmd, port, workdir, ready_timeout=ready_timeout)
-        return _launch_tls(cmd, port, workdir, files, ready_timeout)
+        make = RunningBroker if files is None else functools.partial(TlsKafka, tls=files)
+        return launch("kafka", cmd, port, workdir, ready_timeout=ready_timeout, make=make)
 
 
 def self_signed_tls(directory: Path, days: int = 2) -> TlsFiles:
@@ -244,51 +243,6 @@ def _openssl(*args: str) -> str:
     if done.returncode != 0:
         raise BrokerStartError(f"openssl {args[0]} failed:\n{done.stderr}")
     return done.stdout
-
-
-def _launch_tls(
-    cmd: list[str], port: int, workdir: Path, files: TlsFiles, ready_timeout: float
-) -> TlsKafka:
-    """base.launch with a TLS broker and a readiness check over TLS."""
-    broker = launch("kafka", cmd, port, workdir, ready_timeout=ready_timeout,
-                    make=functools.partial(TlsKafka, tls=files), wait=_wait_ready_tls)
-    assert isinstance(broker, TlsKafka)
-    return broker
-
-
-def _wait_ready_tls(broker: TlsKafka, timeout: float) -> None:
-    """base.wait_ready over TLS: until a metadata request through the SSL listener lists a
-    broker; the certificate is verified against the broker's CA."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        if broker.process.poll() is not None:
-            code = broker.process.returncode
-            raise BrokerStartError(f"broker process exited with code {code}")
-        if port_is_open(broker.port):
-            try:
-                if run_sync(lambda: _answers_metadata_tls(broker)):
-                    return
-            except (KafkaError, OSError) as exc:
-                last_error = exc
-        time.sleep(0.2)
-    raise BrokerStartError(
-        f"broker at {broker.bootstrap} not ready over TLS after {timeout:.0f}s: {last_error}"
-    )
-
-
-async def _answers_metadata_tls(broker: TlsKafka) -> bool:
-    client = AIOKafkaClient(
-        bootstrap_servers=broker.bootstrap,
-        security_protocol="SSL",
-        ssl_context=broker.ssl_context(),
-        request_timeout_ms=5000,
-    )
-    try:
-        await client.bootstrap()
-        return bool(client.cluster.brokers())
-    finally:
-        await client.close()
 
 
 def _format_storage(libs: Path, config: Path) -> None:

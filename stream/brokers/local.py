@@ -15,20 +15,20 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Self
 
-from aiokafka.errors import KafkaError
-
-from stream.kafka.admin import answers_metadata, run_sync
+from stream.kafka.admin import BrokerUnreachable, wait_for_broker
+from stream.kafka.retry import Backoff
 
 BrokerKind = Literal["tansu", "kafka"]
 HOST = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
+# How often a launcher asks a starting broker whether it is ready.
+READY_POLL_S = 0.2
 
 
 def log_tail(path: Path, lines: int) -> str:
@@ -74,8 +74,6 @@ class RunningBroker:
     # how the process was started, so restart() can start it again
     command: list[str] = field(default_factory=list, kw_only=True, repr=False)
     env: Mapping[str, str] | None = field(default=None, kw_only=True, repr=False)
-    ready: Callable[[RunningBroker, float], None] | None = field(
-        default=None, kw_only=True, repr=False)
     _stopped: bool = field(default=False, init=False, repr=False)
 
     @property
@@ -85,6 +83,26 @@ class RunningBroker:
     @property
     def url(self) -> str:
         return f"kafka://{self.bootstrap}"
+
+    def client_options(self) -> dict:
+        """aiokafka client arguments that reach this broker."""
+        return {"bootstrap_servers": self.bootstrap}
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until the broker answers a metadata request listing a broker; BrokerStartError
+        when its process exits or `timeout` passes."""
+        def worth_asking() -> bool:
+            if self.process.poll() is not None:
+                raise BrokerStartError(
+                    f"broker process exited with code {self.process.returncode}")
+            # a request to a closed port would make aiokafka log a connection error
+            return port_is_open(self.port)
+
+        try:
+            wait_for_broker(self.client_options(), timeout, backoff=Backoff(READY_POLL_S,
+                            READY_POLL_S), worth_asking=worth_asking, quiet=True)
+        except BrokerUnreachable as error:
+            raise BrokerStartError(str(error)) from None
 
     def stop(self, timeout: float = 15.0) -> None:
         """Terminate the broker (SIGKILL after `timeout` seconds) and delete its files."""
@@ -116,10 +134,7 @@ class RunningBroker:
             log_file.write(b"\n--- restarted ---\n")
             self.process = _spawn(self.command, self.workdir, log_file, self.env)
         try:
-            if self.ready is None:
-                wait_ready(self.bootstrap, ready_timeout, self.process)
-            else:
-                self.ready(self, ready_timeout)
+            self.wait_ready(ready_timeout)
         except BrokerStartError as exc:
             raise BrokerStartError(
                 f"{self.kind} restart: {exc}\n--- broker.log tail ---\n{self.log_tail()}"
@@ -173,23 +188,19 @@ def launch(
     ready_timeout: float,
     env: Mapping[str, str] | None = None,
     make: Callable[..., RunningBroker] = RunningBroker,
-    wait: Callable[[RunningBroker, float], None] | None = None,
 ) -> RunningBroker:
-    """Start `cmd` with output in workdir/broker.log and wait until it serves metadata
-    (`wait`, by default over plaintext); `make` builds the RunningBroker (or a subclass).
+    """Start `cmd` with output in workdir/broker.log and wait until it serves metadata;
+    `make` builds the RunningBroker (or a subclass, which says how to reach it).
 
     If the broker does not become ready it is stopped before the error propagates.
     """
     log_path = workdir / "broker.log"
     with log_path.open("wb") as log_file:
         process = _spawn(cmd, workdir, log_file, env)
-    broker = make(kind, port, process, workdir, log_path, command=cmd, env=env, ready=wait)
+    broker = make(kind, port, process, workdir, log_path, command=cmd, env=env)
     atexit.register(broker.stop)
     try:
-        if wait is None:
-            wait_ready(broker.bootstrap, ready_timeout, process)
-        else:
-            wait(broker, ready_timeout)
+        broker.wait_ready(ready_timeout)
     except BaseException as exc:
         tail = broker.log_tail()
         broker.stop(timeout=5.0)
@@ -213,38 +224,6 @@ def _spawn(cmd: list[str], workdir: Path, log_file, env: Mapping[str, str] | Non
         start_new_session=True,
         preexec_fn=die_with_parent_hook(),  # noqa: PLW1509 - see the hook
     )
-
-
-def wait_ready(
-    bootstrap: str,
-    timeout: float = 30.0,
-    process: subprocess.Popen[bytes] | None = None,
-) -> None:
-    """Block until the broker at `bootstrap` answers a metadata request listing a broker.
-
-    Polls a plain TCP connect first so aiokafka does not log a connection error for
-    every attempt while the port is still closed. Raises BrokerStartError if `process`
-    exits or `timeout` passes.
-    """
-    host, port = _split_bootstrap(bootstrap)
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise BrokerStartError(f"broker process exited with code {process.returncode}")
-        if port_is_open(port, host):
-            try:
-                if run_sync(lambda: answers_metadata(bootstrap)):
-                    return
-            except KafkaError as exc:
-                last_error = exc
-        time.sleep(0.2)
-    raise BrokerStartError(f"broker at {bootstrap} not ready after {timeout:.0f}s: {last_error}")
-
-
-def _split_bootstrap(bootstrap: str) -> tuple[str, int]:
-    host, _, port = bootstrap.rpartition(":")
-    return host, int(port)
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:

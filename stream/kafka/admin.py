@@ -19,11 +19,14 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from stream.kafka.configuration import COMPACTED_TOPIC_CONFIG, TOPIC_CONFIG, client_options
+from stream.kafka.retry import Backoff
 from stream.settings import Settings
 
 log = logging.getLogger(__name__)
 
 _METADATA_ROUNDS = 20
+# A metadata request is small: an answer slower than this is no answer.
+PROBE_TIMEOUT_MS = 5000
 _T = TypeVar("_T")
 
 
@@ -107,32 +110,44 @@ def ensure_topics(settings: Settings, changelogs: list[str]) -> None:
         )
 
 
-def wait_for_broker(settings: Settings, deadline_s: float) -> None:
-    """Retry with backoff until the broker answers metadata, or give up with a clear error."""
+def wait_for_broker(options: Mapping[str, Any], deadline_s: float, *, name: str = "",
+                    backoff: Backoff | None = None,
+                    worth_asking: Callable[[], bool] = lambda: True,
+                    quiet: bool = False) -> None:
+    """Ask the broker at `options` for metadata until it answers (`answers_metadata`), with
+    `backoff` between tries (0.25 s doubling to 5 s) and a warning for each unless `quiet`;
+    raise BrokerUnreachable once `deadline_s` would pass. `name` is the broker as the user
+    gave it. `worth_asking` comes before each try: a launcher's check that its process runs
+    (it raises to give up) and listens (False: no request yet, so the client logs nothing).
+    """
+    name = name or str(options["bootstrap_servers"])
+    backoff = backoff or Backoff(0.25, 5.0)
     stop_at = time.monotonic() + deadline_s
-    delay = 0.25
     while True:
+        problem = "not listening yet"
         try:
-            run_sync(lambda: partition_counts(client_options(settings), []))
-            return
+            if worth_asking():
+                if run_sync(lambda: answers_metadata(options)):
+                    return
+                problem = "no broker in its metadata"
         except (KafkaError, OSError) as error:
-            if time.monotonic() + delay > stop_at:
-                raise BrokerUnreachable(
-                    f"no Kafka broker answered at {settings.broker} within {deadline_s:g}s "
-                    f"({type(error).__name__})"
-                ) from None
-            log.warning("broker %s not reachable yet (%s); retrying in %.1fs",
-                        settings.broker, type(error).__name__, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            problem = type(error).__name__
+        delay = backoff.next()
+        if time.monotonic() + delay > stop_at:
+            raise BrokerUnreachable(
+                f"no Kafka broker answered at {name} within {deadline_s:g}s ({problem})")
+        if not quiet:
+            log.warning("broker %s not reachable yet (%s); retrying in %.1fs", name, problem,
+                        delay)
+        time.sleep(delay)
 
 
 async def partition_counts(options: Mapping[str, Any], topics: list[str]) -> dict[str, int]:
     """Partition counts as the cluster reports them; a topic created a moment ago may take a
     few metadata rounds to appear (Apache Kafka propagates it asynchronously)."""
-    client = AIOKafkaClient(**options, request_timeout_ms=5000)
+    client = AIOKafkaClient(**options, request_timeout_ms=PROBE_TIMEOUT_MS)
     try:
-        await asyncio.wait_for(client.bootstrap(), 10)
+        await asyncio.wait_for(client.bootstrap(), PROBE_TIMEOUT_MS / 1000 * 2)
         counts: dict[str, int] = {}
         for _ in range(_METADATA_ROUNDS):
             metadata = await client.fetch_all_metadata()
@@ -145,11 +160,12 @@ async def partition_counts(options: Mapping[str, Any], topics: list[str]) -> dic
         await client.close()
 
 
-async def answers_metadata(bootstrap: str) -> bool:
-    """A broker at `bootstrap` answers a metadata request and lists at least one broker."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+async def answers_metadata(options: Mapping[str, Any]) -> bool:
+    """The broker answers a metadata request and lists at least one broker; raises the
+    client's error (a KafkaError, an OSError) when it cannot connect."""
+    client = AIOKafkaClient(**options, request_timeout_ms=PROBE_TIMEOUT_MS)
     try:
-        await client.bootstrap()
+        await asyncio.wait_for(client.bootstrap(), PROBE_TIMEOUT_MS / 1000 * 2)
         return bool(client.cluster.brokers())
     finally:
         await client.close()

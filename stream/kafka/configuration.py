@@ -19,6 +19,9 @@ MAX_RECORD_BYTES = 16 * 1024 * 1024
 # configs, which breaks clients that look up retention.ms.
 TOPIC_CONFIG = {"retention.ms": "-1", "max.message.bytes": str(MAX_RECORD_BYTES)}
 COMPACTED_TOPIC_CONFIG = {**TOPIC_CONFIG, "cleanup.policy": "compact"}
+# What the producers and consumers wait for a broker's answer: bounds start-up against a dead
+# or unreachable broker, and every produce and fetch request.
+REQUEST_TIMEOUT_MS = 15_000
 
 
 class SecurityError(ValueError):

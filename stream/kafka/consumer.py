@@ -1,26 +1,27 @@
 """The consumers of the project's own tools (tail, the memory writer, dev): how they are made,
-how they wait for a topic, and how they tell they have read everything.
+how they wait for a topic, and where a topic ends.
 
-The end is where every partition's position reaches the high watermark of its latest fetch
-response. ListOffsets is not used for it: Tansu answers it with the newest batch's base
-offset + 1, short of the end.
+The end is the high watermark a fetch response reports. ListOffsets(latest) alone is not
+trusted for it: Tansu answers it with the newest batch's base offset + 1, short of the end.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream.kafka import internals
-from stream.kafka.configuration import client_options
+from stream.kafka.configuration import REQUEST_TIMEOUT_MS, client_options
 from stream.settings import Settings
 
-REQUEST_TIMEOUT_MS = 15_000
 # Apache Kafka lists a topic only once its leaders are elected, a moment after creation.
 METADATA_GRACE = 3.0
+# log_end_offsets: fetches of this long at most, this many times at most
+_END_FETCH_WAIT_MS = 200
+_END_FETCH_ROUNDS = 25
 
 
 class TopicMissing(LookupError):
@@ -74,3 +75,28 @@ async def caught_up(consumer: AIOKafkaConsumer, partitions: Iterable[TopicPartit
         if highwater is None or await consumer.position(partition) < highwater:
             return False
     return True
+
+
+async def log_end_offsets(options: Mapping[str, Any],
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    """Where each partition ends: ListOffsets(latest), or the high watermark of a fetch from
+    just below it where that lies further (on Tansu). A consumer of its own, in no group."""
+    consumer = AIOKafkaConsumer(**options, enable_auto_commit=False,
+                                max_partition_fetch_bytes=1024)
+    await consumer.start()
+    try:
+        wanted = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+        listed = await consumer.end_offsets(wanted)
+        non_empty = [tp for tp in wanted if listed[tp]]
+        if non_empty:
+            consumer.assign(non_empty)
+            for tp in non_empty:
+                consumer.seek(tp, listed[tp] - 1)
+            for _ in range(_END_FETCH_ROUNDS):
+                await consumer.getmany(timeout_ms=_END_FETCH_WAIT_MS)
+                if all(consumer.highwater(tp) is not None for tp in non_empty):
+                    break
+        fetched = {tp: consumer.highwater(tp) or 0 for tp in non_empty}
+        return {tp: max(listed[tp], fetched.get(tp, 0)) for tp in wanted}
+    finally:
+        await consumer.stop()

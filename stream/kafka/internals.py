@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 # aiokafka is imported where it is touched: the worker's table store reads its tables through
 # this module, and loading the Kafka client (some 50 modules, 11 MB) for that would be waste.
 if TYPE_CHECKING:
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import AIOKafkaConsumer
     from aiokafka.consumer.group_coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
@@ -124,56 +124,23 @@ def _leave_group_from_generation_zero() -> None:
     GroupCoordinator._maybe_leave_group = _maybe_leave_group  # type: ignore[method-assign]
 
 
-_FETCH_WAIT_MS: Final = 200
-_FETCH_ROUNDS: Final = 25
-
-
 def _recovery_highwaters_from_fetches(client_options: Mapping[str, Any]) -> None:
     """Changelog end offsets that Faust's table recovery can trust on every broker.
 
     Tansu answers ListOffsets(latest) with "base offset of the newest batch + 1", not the log
     end, so Faust stopped recovering a table early and lost its newest updates. A fetch from
-    that offset carries the true high watermark; taking the larger of the two is correct on
-    Apache Kafka too, where both agree.
+    that offset carries the true high watermark (`log_end_offsets`); on Apache Kafka both
+    agree.
     """
     from aiokafka import TopicPartition
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 
+    from stream.kafka.consumer import log_end_offsets
+
     options = dict(client_options)
 
     async def _highwaters(self: AIOKafkaConsumerThread, partitions: Sequence[Any]):
-        consumer = self._ensure_consumer()
-        listed = await consumer.end_offsets(partitions)
-        fetched = await fetched_highwaters(options, listed)
-        return {
-            tp: max(end, fetched.get(TopicPartition(tp.topic, tp.partition), 0))
-            for tp, end in listed.items()
-        }
+        ends = await log_end_offsets(options, partitions)
+        return {tp: ends[TopicPartition(tp.topic, tp.partition)] for tp in partitions}
 
     AIOKafkaConsumerThread._highwaters = _highwaters  # type: ignore[method-assign]
-
-
-async def fetched_highwaters(
-    options: Mapping[str, Any], listed: Mapping[Any, int]
-) -> dict[TopicPartition, int]:
-    """The high watermarks fetch responses report, for the partitions `listed` as non-empty."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    wanted = {TopicPartition(tp.topic, tp.partition): end for tp, end in listed.items() if end}
-    if not wanted:
-        return {}
-    consumer = AIOKafkaConsumer(
-        **options, enable_auto_commit=False, max_partition_fetch_bytes=1024
-    )
-    await consumer.start()
-    try:
-        consumer.assign(list(wanted))
-        for tp, end in wanted.items():
-            consumer.seek(tp, end - 1)
-        for _ in range(_FETCH_ROUNDS):
-            await consumer.getmany(timeout_ms=_FETCH_WAIT_MS)
-            if all(consumer.highwater(tp) is not None for tp in wanted):
-                break
-        return {tp: consumer.highwater(tp) or 0 for tp in wanted}
-    finally:
-        await consumer.stop()

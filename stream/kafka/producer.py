@@ -17,21 +17,19 @@ from typing import Protocol, TypeVar
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 
-from stream.kafka.configuration import MAX_RECORD_BYTES, client_options
+from stream.kafka.configuration import MAX_RECORD_BYTES, REQUEST_TIMEOUT_MS, client_options
+from stream.kafka.retry import Backoff
 from stream.settings import Settings
 
 log = logging.getLogger(__name__)
 
 # errors a resend cannot cure: the broker refuses the record at any time
 NEVER_FITS = (MessageSizeTooLargeError, RecordTooLargeError)
-MAX_BACKOFF_S = 30.0
 # Kafka record headers, (name, value) pairs.
 Headers = tuple[tuple[str, bytes], ...]
 # Sends awaited together: bounds the futures (and so the unsent records) held at once
 # while still letting the producer fill whole batches between waits.
 SEND_WINDOW = 1000
-# Bounds start-up against a dead or unreachable broker, and every produce request.
-REQUEST_TIMEOUT_MS = 15_000
 
 
 class Record(Protocol):
@@ -115,17 +113,17 @@ async def deliver_until_done(
     replaced by what `instead_of_too_large` returns (None: nothing); other failures are
     retried with backoff, and resending is harmless: the same bytes with the same ids."""
     pending: Sequence[R] = records
-    delay = 0.5
+    backoff = Backoff()
     while pending:
         failed = await send(producer, pending)
         retry = [instead_of_too_large(record, error) if isinstance(error, NEVER_FITS)
                  else record for record, error in failed]
         pending = [record for record in retry if record is not None]
         if pending:
+            delay = backoff.next()
             log.warning("could not deliver %d records (%s); retrying in %.1fs", len(pending),
                         type(failed[0][1]).__name__, delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_BACKOFF_S)
 
 
 async def send(producer: AIOKafkaProducer,

@@ -85,7 +85,8 @@ def create_app(settings: Settings) -> Worker:
     memory = app.Table(MEMORY_TABLE, **table_options)
     app.restore_in_batches(sessions)
     app.restore_in_batches(memory)
-    store = TableStore.of_tables(sessions, memory)
+    store = TableStore(internals.table_dict(sessions), internals.table_dict(memory),
+                       sessions.changelog_topic_name, memory.changelog_topic_name)
     processor = BatchProcessor(
         Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars)),
         store,

@@ -151,7 +151,7 @@ class BatchProcessor:
                 transaction.save(session_id, stored, opened.memory.writes)
         self._open.clear()
         forgotten = self._forget_idle(transaction, now, owned) if sweep else 0
-        return ProcessedBatch(outputs, transaction.prepare(), forgotten)
+        return ProcessedBatch(outputs, transaction.close(), forgotten)
 
     def _forget_idle(self, transaction: TableTransaction, now: float,
                      owned: set[int] | None) -> int:

@@ -20,7 +20,8 @@ def run_worker(settings: Settings) -> int:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     try:
-        wait_for_broker(settings, settings.startup_deadline)
+        wait_for_broker(client_options(settings), settings.startup_deadline,
+                        name=settings.broker)
         ensure_topics(settings, changelog_topics(settings))
     except (BrokerUnreachable, TopicMismatch) as error:
         print(f"session-stream worker: {error}", file=sys.stderr)

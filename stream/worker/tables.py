@@ -4,8 +4,8 @@ topic (or two plain dicts: the benchmark counts what the worker would write with
 `sessions` maps a session id to its `StoredSession` (a few hundred bytes); `memory` maps
 session + key to one remembered id, idempotency key or tool call. The store owns how values
 are encoded (`codec`) and what a stored session is. A batch writes through a
-`TableTransaction`, which produces the changelog records of its writes (`prepare`); the
-worker sends them once per batch, after the batch's outputs (`stream.worker.checkpoint`).
+`TableTransaction`: its writes change the tables at once, and `close()` ends it with the
+changelog records that make them durable, which the batch's commit sends.
 """
 
 from __future__ import annotations
@@ -13,10 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import faust
-
 from stream.engine import SessionState
-from stream.kafka import internals
 from stream.worker import codec
 
 _SEP = b"\x00"
@@ -54,7 +51,14 @@ class ChangelogRecord:
         self.headers = None
 
 
+class TransactionClosed(Exception):
+    """A write to a transaction whose changelog was handed over: it would never be durable."""
+
+
 class TableStore:
+    """The two tables' dicts (compiled, this class checks that they are dicts) and the
+    changelog topics that make them durable."""
+
     def __init__(self, sessions: dict[bytes, bytes], memory: dict[bytes, bytes],
                  sessions_topic: str, memory_topic: str) -> None:
         self._sessions = sessions
@@ -62,14 +66,9 @@ class TableStore:
         self._sessions_topic = sessions_topic
         self._memory_topic = memory_topic
 
-    @classmethod
-    def of_tables(cls, sessions: faust.Table, memory: faust.Table) -> TableStore:
-        # Compiled, this class checks that the tables' stores are dicts.
-        return cls(internals.table_dict(sessions), internals.table_dict(memory),
-                   sessions.changelog_topic_name, memory.changelog_topic_name)
-
     def transaction(self) -> TableTransaction:
-        return TableTransaction(self)
+        return TableTransaction(self._sessions, self._sessions_topic, self._memory,
+                                self._memory_topic)
 
     def load(self, session_id: str) -> StoredSession | None:
         data = self._sessions.get(session_id.encode())
@@ -88,47 +87,55 @@ class TableStore:
 
 
 class TableTransaction:
-    """One batch's writes. They change the tables at once, because the next batch is
-    processed while this one is delivered and must see them; what makes them durable is the
-    changelog `prepare` returns, which the worker sends after the batch's outputs."""
+    """One batch's writes to the tables it was given. They change the tables at once, because
+    the next batch is processed while this one is committed and must see them; what makes
+    them durable is the changelog `close` hands over."""
 
-    def __init__(self, store: TableStore) -> None:
-        self._store = store
+    def __init__(self, sessions: dict[bytes, bytes], sessions_topic: str,
+                 memory: dict[bytes, bytes], memory_topic: str) -> None:
+        self._sessions = sessions
+        self._sessions_topic = sessions_topic
+        self._memory = memory
+        self._memory_topic = memory_topic
         self._changelog: list[ChangelogRecord] = []
+        self._closed = False
 
     def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
-        store, partition = self._store, stored.partition
+        partition = stored.partition
         for key, value in memory.items():
-            self._write(store._memory, store._memory_topic, partition,
+            self._write(self._memory, self._memory_topic, partition,
                         _memory_key(session_id, key), codec.pack(value))
-        self._write(store._sessions, store._sessions_topic, partition, session_id.encode(),
+        self._write(self._sessions, self._sessions_topic, partition, session_id.encode(),
                     stored.to_bytes())
 
     def forget(self, sessions: dict[str, int]) -> int:
         """Tombstones for the sessions and every memory value they own."""
-        store = self._store
         prefixes = {sid.encode() + _SEP: partition for sid, partition in sessions.items()}
-        for key in list(store._memory):
+        for key in list(self._memory):
             partition = prefixes.get(key[: key.index(_SEP) + 1])
             if partition is not None:
-                self._delete(store._memory, store._memory_topic, partition, key)
+                self._write(self._memory, self._memory_topic, partition, key, None)
         for session_id, partition in sessions.items():
-            self._delete(store._sessions, store._sessions_topic, partition, session_id.encode())
+            self._write(self._sessions, self._sessions_topic, partition, session_id.encode(),
+                        None)
         return len(sessions)
 
-    def prepare(self) -> list[ChangelogRecord]:
-        """The changelog records of every write, in write order."""
+    def close(self) -> list[ChangelogRecord]:
+        """End the transaction: the changelog records of its writes, in write order. A write
+        after this raises TransactionClosed."""
+        self._closed = True
         return self._changelog
 
     def _write(self, data: dict[bytes, bytes], topic: str, partition: int, key: bytes,
-               value: bytes) -> None:
-        data[key] = value
+               value: bytes | None) -> None:
+        """Set `key` to `value`, or delete it for None (a tombstone in the changelog)."""
+        if self._closed:
+            raise TransactionClosed(f"a write to {topic} after its changelog was handed over")
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
         self._changelog.append(ChangelogRecord(topic, partition, key, value))
-
-    def _delete(self, data: dict[bytes, bytes], topic: str, partition: int,
-                key: bytes) -> None:
-        data.pop(key, None)
-        self._changelog.append(ChangelogRecord(topic, partition, key, None))
 
 
 def _memory_key(session_id: str, key: str) -> bytes:

@@ -46,7 +46,6 @@ def test_faust_add_gap_takes_a_partition_and_an_inclusive_range(app: faust.App) 
 @pytest.mark.parametrize(("owner", "attribute"), [
     (faust_aiokafka.AIOKafkaConsumerThread, "_create_worker_consumer"),
     (faust_aiokafka.AIOKafkaConsumerThread, "_highwaters"),
-    (faust_aiokafka.AIOKafkaConsumerThread, "_ensure_consumer"),
     (faust.App, "_new_transport"),
     (faust_aiokafka.Transport, "Consumer"),
     (GroupCoordinator, "_maybe_leave_group"),

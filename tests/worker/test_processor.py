@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 from jsonschema import Draft202012Validator
 
-from stream.engine import Engine
+from stream.engine import Engine, SessionState
 from stream.settings import Settings
 from stream.worker.checkpoint import too_large_notice
 from stream.worker.processor import BatchProcessor, InRecord
-from stream.worker.tables import TableStore
+from stream.worker.tables import StoredSession, TableStore, TransactionClosed
 from tests.support.builders import assistant, encode, header, mirror, user
 
 SETTINGS = Settings.load(environ={}).replace(session_ttl=3600.0)
@@ -101,6 +102,19 @@ def test_a_batch_carries_the_changelog_of_the_state_it_wrote() -> None:
     assert (batch.changelog[-1].topic, batch.changelog[-1].key) == ("sessions-changelog", b"s1")
     assert batch.changelog[-1].value == store._sessions[b"s1"]
     assert {r.key: r.value for r in batch.changelog[:-1]} == store._memory
+
+
+def test_a_closed_transaction_takes_no_more_writes() -> None:
+    store = table_store()
+    transaction = store.transaction()
+    transaction.save("s1", StoredSession(SessionState(), 1000.0, 2), {})
+    changelog = transaction.close()
+    with pytest.raises(TransactionClosed):
+        transaction.save("s2", StoredSession(SessionState(), 1000.0, 2), {})
+    with pytest.raises(TransactionClosed):
+        transaction.forget({"s1": 2})
+    # the refused writes changed neither the tables nor the changelog handed over
+    assert [r.key for r in changelog] == [b"s1"] and stored_sessions(store) == {"s1"}
 
 
 def test_a_batch_replayed_before_its_state_was_saved_gives_the_same_outputs() -> None:

@@ -25,6 +25,7 @@ from importlib import metadata
 import websockets
 from websockets.asyncio.client import ClientConnection
 
+from stream.kafka.retry import Backoff
 from stream.sources.gateway.protocol import (
     HANDSHAKE_TIMEOUT,
     Auth,
@@ -89,7 +90,7 @@ class GatewayClient:
     async def run(self) -> None:
         """Connects, and connects again, until cancelled."""
         started = time.monotonic()
-        delay = self.backoff[0]
+        backoff = Backoff(*self.backoff)
         while True:
             retry_after = None
             try:
@@ -106,17 +107,15 @@ class GatewayClient:
             except TRANSPORT_ERRORS as error:
                 problem = f"no gateway answers at {self.url}: {_describe(error)}"
             if self.connected:
-                delay = self.backoff[0]  # it worked for a while: start the backoff over
+                backoff.reset()  # it worked for a while: start the backoff over
                 self.connected = False
-            wait = retry_after if retry_after is not None else delay
+            wait = retry_after if retry_after is not None else backoff.next()
             if not self.connections and time.monotonic() - started + wait > self.startup_deadline:
                 raise SourceError(
                     f"{problem}; gave up after the {self.startup_deadline:g} s start-up deadline"
                 )
             log.warning("%s; connecting again in %.1f s", problem, wait)
             await asyncio.sleep(wait)
-            if retry_after is None:
-                delay = min(delay * 2, self.backoff[1])
 
     async def _connection(self) -> None:
         """One connection, from the challenge to its close."""
