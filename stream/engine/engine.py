@@ -17,14 +17,17 @@ from stream.engine.records import (
     Verdict,
     alert_id,
 )
-from stream.engine.rules import echoes, identity, replies, rewrites, structure
-from stream.engine.rules.drops import Drop, drop_alert
-from stream.engine.rules.identity import (
-    E_CHILD,
-    E_RELATED,
-    E_RULE,
-    E_SRC,
+from stream.engine.rules import (
+    catalogue,
+    correlation,
+    identity,
+    repetition,
+    replies,
+    structure,
+    tree,
 )
+from stream.engine.rules.drops import Drop, drop_alert
+from stream.engine.rules.tree import E_CHILD, E_RELATED, E_RULE, E_SRC
 from stream.engine.state import (
     ASSISTANT,
     OTHER,
@@ -42,22 +45,7 @@ from stream.engine.state import (
 )
 from stream.engine.text import digest64
 
-DROP_RULES: Final = {
-    rule.name: rule
-    for rule in (
-        identity.REDELIVERY,
-        identity.IDEMPOTENT_REPLAY,
-        identity.ANNOUNCE_RETRY_DUPLICATE,
-        rewrites.REWRITE_COPY,
-        echoes.DELIVERY_MIRROR_DUPLICATE,
-        echoes.SILENT_TURN_REPLAY,
-        echoes.CLI_MIRROR_DUPLICATE,
-        echoes.CLI_AGGREGATE_DUPLICATE,
-        echoes.CLI_REIMPORT_DUPLICATE,
-        echoes.CLEANED_CHILD_DUPLICATE,
-        echoes.MISTAGGED_ECHO,
-    )
-}
+DROP_RULES: Final = catalogue.DROP_RULES
 
 
 class Engine:
@@ -96,18 +84,8 @@ class Engine:
         state.seq += 1
         record = identity.entry_record(ctx)
         drop = identity.redelivery(ctx, record)
-        key_use = None
         if drop is None and record is None:
-            replayed = identity.idempotent_replay(ctx)
-            if isinstance(replayed, Drop):
-                drop = replayed
-            else:
-                key_use = replayed
-                drop = _copy_of_earlier(ctx, key_use)
-                if drop is None:
-                    drop = echoes.find_echo(ctx)
-                    if entry.role == "assistant":
-                        replies.duplicate_storm(ctx, drop is not None)
+            drop = catalogue.find_copy(ctx)
         if drop is not None:
             if drop.rule is not identity.REDELIVERY:
                 ctx.remember(
@@ -116,13 +94,13 @@ class Engine:
                     ctx.source_hash,
                     drop.rule.name,
                     drop.related,
-                    rewrites.stand_in(ctx, drop),
+                    tree.stand_in(ctx, drop),
                     None,
                 )
             drop_alert(ctx, drop)
             return Verdict(Action.DROPPED, drop_rule=drop.rule.name)
-        if key_use is not None:
-            key_use.apply(ctx)
+        if ctx.key_use is not None:
+            ctx.key_use.apply(ctx)
         verdict = self._keep(ctx, first_occurrence=record is None)
         if record is not None:
             # A conflicting version is kept, so it is part of its turn (a user one opens a turn).
@@ -132,7 +110,7 @@ class Engine:
     def _keep(self, ctx: Context, first_occurrence: bool) -> Verdict:
         entry = ctx.entry
         # `named`: the record of the parent the entry names; `parent`: of the one it keeps.
-        parent_id, parent = identity.output_parent(ctx)
+        parent_id, parent = tree.output_parent(ctx)
         output = _output(ctx, parent_id)
         if not first_occurrence:
             return Verdict(Action.KEPT, output)
@@ -148,12 +126,12 @@ class Engine:
         replies.error_loop(ctx)
         replies.repetition_cascade(ctx)
         replies.retried_prompt(ctx)
-        echoes.uncorrelated_mirror_copy(ctx)
+        correlation.uncorrelated_mirror_copy(ctx)
         if parent is not None and parent[E_CHILD] is None and _continues_branch(entry):
             parent[E_CHILD] = entry.id
             ctx.session.memory.put(record_key(parent_id), parent)
         # The entry it stands beside (rule 2b): copies of that entry's children may hang below it.
-        beside = rewrites.chain_original(ctx) if entry.type != "leaf" else None
+        beside = tree.chain_original(ctx) if entry.type != "leaf" else None
         if _is_final_reply(entry) and entry.reply_text_hash:
             # A mirror may name this reply later, or hang below it once the branch moved.
             ctx.remember(
@@ -195,15 +173,6 @@ class Engine:
         return self._keep(ctx, first_occurrence=False)
 
 
-def _copy_of_earlier(ctx: Context, key_use: identity.KeyUse | None) -> Drop | None:
-    """Rules 2a-2b: a copy recognised by its identity or its place, before any text is read."""
-    if key_use is not None:
-        drop = identity.announce_retry(ctx, key_use)
-        if drop is not None:
-            return drop
-    return rewrites.rewrite_copy(ctx)
-
-
 def _continues_branch(entry: Entry) -> bool:
     """Whether the entry is a child in the tree's branch structure: an entry written beside
     the branch (`appendMode: "side"`) or a `leaf` control, which moves the branch, is not,
@@ -224,7 +193,7 @@ def _output(ctx: Context, parent_id: str | None) -> bytes:
         for name in ("targetId", "appendParentId"):
             target = entry.value.get(name)
             if isinstance(target, str) and target:
-                kept = identity.kept_in_place_of(ctx, target)
+                kept = tree.kept_in_place_of(ctx, target)
                 if kept != target:
                     changes[name] = kept
     return _rewritten(entry, changes) if changes else entry.raw
@@ -263,7 +232,7 @@ def _advance_turn(ctx: Context) -> None:
             state.parts_count += 1
     state.prev_id = entry.id
     state.prev_text_hash = entry.text_hash
-    state.prev_model_hash = echoes.model_hash(entry)
+    state.prev_model_hash = repetition.model_hash(entry)
     state.prev_thinking = entry.has_thinking
     state.prev_usage_hash = entry.usage_hash
     state.prev_plain = entry.is_text_only and not entry.is_mirror

@@ -1,0 +1,139 @@
+"""Evidence: the same input delivered twice. A message carries the idempotency key its writer
+gave the input (`idempotencyKey`, or `__openclaw.idempotencyKey`); OpenClaw's key grammar says
+which keys name one delivery. Rules 2 and 2a.
+
+A rule of this evidence is a function `(ctx, key_use) -> Drop | None` in `KEYED_CHECKS`,
+tried in order once the message's own key found no earlier message with its content; its
+`DropRule` goes into `RULES` at the same place.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from stream.engine.context import Context
+from stream.engine.entry import positional_scope
+from stream.engine.records import Severity
+from stream.engine.rules.drops import Drop, DropRule
+
+IDEMPOTENT_REPLAY: Final[DropRule] = DropRule(
+    "idempotent_replay",
+    Severity.INFO,
+    "same idempotency identity and content as entry",
+    lambda entry: {
+        "idempotency_key": entry.idempotency_key,
+        "positional": positional_scope(entry.idempotency_key or "") is not None,
+    },
+)
+ANNOUNCE_RETRY_DUPLICATE: Final[DropRule] = DropRule(
+    "announce_retry_duplicate",
+    Severity.INFO,
+    "retried delivery of the same announce repeats entry",
+    lambda entry: {"idempotency_key": entry.idempotency_key},
+)
+
+# OpenClaw's subagent announces and settle wakes (`buildRequesterSettleWakeIdentity`): a retry
+# of the same delivery appends `:retry-N` to the first attempt's key.
+_ANNOUNCE_RETRY: Final = re.compile(r"^(?P<base>announce:.+):retry-[1-9][0-9]*$")
+
+
+@dataclass(slots=True)
+class KeyUse:
+    """What a message's idempotency key leaves behind, applied only if the message is kept:
+    a dropped message must leave no trace, or cleaning a cleaned session would differ."""
+
+    key: str
+    fingerprint: int
+    identity: str | None
+    collides_with: str | None
+
+    def apply(self, ctx: Context) -> None:
+        entry = ctx.entry
+        if self.collides_with is not None:
+            ctx.alert(
+                "idempotency_key_collision",
+                Severity.WARNING,
+                f"kept {entry.id}: idempotency key reused by entry {self.collides_with} "
+                "with other content",
+                evidence={"idempotency_key": self.key, "positional": self.identity is not None},
+                related=self.collides_with,
+            )
+        if self.identity is not None:
+            ctx.remember(self.identity, entry.id)
+        ctx.remember("k:" + self.key, self.fingerprint, entry.id)
+
+
+def find(ctx: Context) -> Drop | None:
+    """The first rule of this evidence that drops the message; a kept keyed message leaves
+    its key's use in `ctx.key_use`, for the engine to apply once the message is kept."""
+    replayed = idempotent_replay(ctx)
+    if replayed is None or isinstance(replayed, Drop):
+        return replayed
+    ctx.key_use = replayed
+    for check in KEYED_CHECKS:
+        drop = check(ctx, replayed)
+        if drop is not None:
+            return drop
+    return None
+
+
+def idempotent_replay(ctx: Context) -> Drop | KeyUse | None:
+    """A Drop for a replayed message; else what its key leaves behind if it is kept."""
+    entry = ctx.entry
+    key = entry.idempotency_key
+    if key is None:
+        return None
+    fingerprint = entry.content_fingerprint
+    positional = positional_scope(key)
+    identity = None
+    if positional is not None:
+        _note_positional_keys(ctx, key)
+        scope, role = positional
+        identity = f"i:{scope}\x00{role}\x00{fingerprint:x}"
+        seen = ctx.recall(identity)
+        if seen is not None and seen[1] != entry.id:
+            return Drop(IDEMPOTENT_REPLAY, seen[1])
+    previous = ctx.recall("k:" + key)
+    collides_with = None
+    if previous is not None and previous[2] != entry.id:
+        if previous[1] == fingerprint:
+            return Drop(IDEMPOTENT_REPLAY, previous[2])
+        collides_with = previous[2]
+    return KeyUse(key, fingerprint, identity, collides_with)
+
+
+def announce_retry(ctx: Context, key_use: KeyUse) -> Drop | None:
+    """A retried announce delivery: its key is the first attempt's with a `:retry-N` suffix
+    (rotated so that a transport's cached failure cannot stand in for the new attempt), and
+    its role and content are the first attempt's. Other content under a retried key is kept."""
+    if not key_use.key.startswith("announce:"):
+        return None
+    match = _ANNOUNCE_RETRY.match(key_use.key)
+    if match is None:
+        return None
+    first = ctx.recall("k:" + match["base"])
+    if first is not None and first[1] == key_use.fingerprint and first[2] != ctx.entry.id:
+        return Drop(ANNOUNCE_RETRY_DUPLICATE, first[2])
+    return None
+
+
+def _note_positional_keys(ctx: Context, key: str) -> None:
+    if ctx.state.positional_alerted:
+        return
+    ctx.state.positional_alerted = True
+    ctx.alert(
+        "positional_idempotency_key",
+        Severity.INFO,
+        "session uses positional idempotency keys (scope:role:index), which shift "
+        "when a snapshot changes; deduplicating them by scope, role and content",
+        evidence={"idempotency_key": key},
+        related=ctx.entry.id,
+        about_session=True,
+    )
+
+
+KEYED_CHECKS: Final[tuple[Callable[[Context, KeyUse], Drop | None], ...]] = (announce_retry,)
+RULES: Final[tuple[DropRule, ...]] = (IDEMPOTENT_REPLAY, ANNOUNCE_RETRY_DUPLICATE)
