@@ -56,17 +56,58 @@ def test_a_sibling_copy_of_the_user_turn_is_dropped_and_its_reply_hangs_below_th
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_second_delivery_after_the_first_reply_keeps_both_replies_in_order():
+def test_a_second_delivery_after_the_first_reply_keeps_both_replies_below_the_original():
     """#126680: the copy came after the first reply and got its own model call: both replies
-    are real; the second stays after the first."""
+    are real, and the second answers the same input, so it moves below the original."""
     original = user(TEXT, idempotency_key="k:user")
     first = assistant("You have two meetings.")
     copy = user(TEXT, idempotency_key="k:user")
     second = assistant("Two meetings tomorrow: standup and review.")
     verdicts = run([header(), original, first, copy, second])
     assert drops(verdicts) == {copy["id"]: ("idempotent_replay", original["id"])}
-    assert parents(verdicts)[second["id"]] == first["id"]
+    assert parents(verdicts)[second["id"]] == original["id"]
     assert [a.kind for a in alerts(verdicts)] == ["idempotent_replay", "consecutive_assistant"]
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        lambda: assistant("You have two meetings."),
+        lambda: assistant("You have two meetings.", thinking="Two events tomorrow."),
+    ],
+    ids=["plain-reply", "reply-with-thinking"],
+)
+def test_a_second_delivery_reply_with_the_first_text_and_zero_usage_is_kept(first):
+    """The developers' note on #126680: the second delivery's reply repeats the first reply's
+    text with a usage of zeros. With the user copy between them dropped it would look like
+    the first reply's delivery receipt or cleaned child (rule 5) or its echo (rule 6), in this
+    cleaning or the next; it answers the original, so it hangs there and is no copy."""
+    original = user(TEXT, idempotency_key="k:user")
+    reply = first()
+    copy = user(TEXT, idempotency_key="k:user")
+    second = assistant("You have two meetings.", usage=zero_usage())
+    verdicts = run([header(), original, reply, copy, second])
+    assert drops(verdicts) == {copy["id"]: ("idempotent_replay", original["id"])}
+    assert parents(verdicts)[second["id"]] == original["id"]
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_a_receipt_below_the_reply_to_a_second_delivery_is_still_dropped():
+    """The near miss: below the second delivery's reply, its own receipt is a copy."""
+    original = user(TEXT, idempotency_key="k:user")
+    copy = user(TEXT, idempotency_key="k:user")
+    second = assistant("Two meetings tomorrow.")
+    receipt = assistant("Two meetings tomorrow.", usage=zero_usage())
+    verdicts = run([header(), original, assistant("You have two meetings."), copy, second,
+                    receipt])
+    assert drops(verdicts) == {
+        copy["id"]: ("idempotent_replay", original["id"]),
+        receipt["id"]: ("cleaned_child_duplicate", second["id"]),
+    }
+    assert_clean_twice_is_clean(verdicts)
 
 
 @pytest.mark.parametrize(
