@@ -239,6 +239,45 @@ def test_wake_near_misses_are_kept(key, text):
     assert not drops(verdicts)
 
 
+def test_the_user_turn_of_a_retried_settle_wake_is_dropped():
+    """2026.9.6: the wake's key is the run id of the turn it starts, and the turn's user
+    message is keyed `<runId>:user`, so a retry's ends `:retry-N:user`."""
+    first = _wake(BASE + ":user")
+    answer = assistant("The diagnostics finished.")
+    retry = _wake(BASE + ":retry-1:user")
+    verdicts = run([header(), user("run the diagnostics"), first, answer, retry,
+                    assistant("NO_REPLY")])
+    assert drops(verdicts) == {retry["id"]: ("announce_retry_duplicate", first["id"])}
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_the_aborted_partial_of_a_retried_wake_run_is_dropped():
+    """`captureAbortedPartial` keys the partial reply of a run `<runId>:assistant`."""
+    partial = assistant("Checking the children", idempotency_key=BASE + ":assistant",
+                        usage=zero_usage(), stop_reason="aborted")
+    retried = assistant("Checking the children", idempotency_key=BASE + ":retry-2:assistant",
+                        usage=zero_usage(), stop_reason="aborted",
+                        content=partial["message"]["content"])
+    verdicts = run([header(), _wake(BASE + ":user"), partial, _wake(BASE + ":retry-2:user"),
+                    retried])
+    assert drops(verdicts)[retried["id"]] == ("announce_retry_duplicate", partial["id"])
+
+
+@pytest.mark.parametrize(
+    "first_key,retry_key,text",
+    [
+        (BASE + ":user", BASE + ":retry-1:user", WAKE + "\nA second child finished too."),
+        (BASE + ":user", BASE + ":retry-1:assistant", WAKE),
+        (BASE, BASE + ":retry-1:user", WAKE),
+        (BASE + ":user", BASE.replace("yield-1", "yield-2") + ":retry-1:user", WAKE),
+    ],
+    ids=["other-content", "other-role-suffix", "first-without-turn-suffix", "other-batch"],
+)
+def test_retried_wake_turn_near_misses_are_kept(first_key, retry_key, text):
+    verdicts = run([header(), _wake(first_key), assistant("Done."), _wake(retry_key, text)])
+    assert not drops(verdicts)
+
+
 # --- overflow-recovery and compaction rewrites (#89387, #115310): rule 2b -----------------------
 
 
