@@ -56,17 +56,58 @@ def test_a_sibling_copy_of_the_user_turn_is_dropped_and_its_reply_hangs_below_th
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_second_delivery_after_the_first_reply_keeps_both_replies_in_order():
+def test_a_second_delivery_after_the_first_reply_keeps_both_replies_below_the_original():
     """#126680: the copy came after the first reply and got its own model call: both replies
-    are real; the second stays after the first."""
+    are real, and the second answers the same input, so it moves below the original."""
     original = user(TEXT, idempotency_key="k:user")
     first = assistant("You have two meetings.")
     copy = user(TEXT, idempotency_key="k:user")
     second = assistant("Two meetings tomorrow: standup and review.")
     verdicts = run([header(), original, first, copy, second])
     assert drops(verdicts) == {copy["id"]: ("idempotent_replay", original["id"])}
-    assert parents(verdicts)[second["id"]] == first["id"]
+    assert parents(verdicts)[second["id"]] == original["id"]
     assert [a.kind for a in alerts(verdicts)] == ["idempotent_replay", "consecutive_assistant"]
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        lambda: assistant("You have two meetings."),
+        lambda: assistant("You have two meetings.", thinking="Two events tomorrow."),
+    ],
+    ids=["plain-reply", "reply-with-thinking"],
+)
+def test_a_second_delivery_reply_with_the_first_text_and_zero_usage_is_kept(first):
+    """The developers' note on #126680: the second delivery's reply repeats the first reply's
+    text with a usage of zeros. With the user copy between them dropped it would look like
+    the first reply's delivery receipt or cleaned child (rule 5) or its echo (rule 6), in this
+    cleaning or the next; it answers the original, so it hangs there and is no copy."""
+    original = user(TEXT, idempotency_key="k:user")
+    reply = first()
+    copy = user(TEXT, idempotency_key="k:user")
+    second = assistant("You have two meetings.", usage=zero_usage())
+    verdicts = run([header(), original, reply, copy, second])
+    assert drops(verdicts) == {copy["id"]: ("idempotent_replay", original["id"])}
+    assert parents(verdicts)[second["id"]] == original["id"]
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_a_receipt_below_the_reply_to_a_second_delivery_is_still_dropped():
+    """The near miss: below the second delivery's reply, its own receipt is a copy."""
+    original = user(TEXT, idempotency_key="k:user")
+    copy = user(TEXT, idempotency_key="k:user")
+    second = assistant("Two meetings tomorrow.")
+    receipt = assistant("Two meetings tomorrow.", usage=zero_usage())
+    verdicts = run([header(), original, assistant("You have two meetings."), copy, second,
+                    receipt])
+    assert drops(verdicts) == {
+        copy["id"]: ("idempotent_replay", original["id"]),
+        receipt["id"]: ("cleaned_child_duplicate", second["id"]),
+    }
+    assert_clean_twice_is_clean(verdicts)
 
 
 @pytest.mark.parametrize(
@@ -195,6 +236,45 @@ def test_a_retried_settle_wake_with_the_same_content_is_dropped():
 def test_wake_near_misses_are_kept(key, text):
     first = _wake(BASE) if not key.startswith("channel") else _wake("channel-final:m1:0")
     verdicts = run([header(), first, assistant("Done."), _wake(key, text)])
+    assert not drops(verdicts)
+
+
+def test_the_user_turn_of_a_retried_settle_wake_is_dropped():
+    """2026.9.6: the wake's key is the run id of the turn it starts, and the turn's user
+    message is keyed `<runId>:user`, so a retry's ends `:retry-N:user`."""
+    first = _wake(BASE + ":user")
+    answer = assistant("The diagnostics finished.")
+    retry = _wake(BASE + ":retry-1:user")
+    verdicts = run([header(), user("run the diagnostics"), first, answer, retry,
+                    assistant("NO_REPLY")])
+    assert drops(verdicts) == {retry["id"]: ("announce_retry_duplicate", first["id"])}
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_the_aborted_partial_of_a_retried_wake_run_is_dropped():
+    """`captureAbortedPartial` keys the partial reply of a run `<runId>:assistant`."""
+    partial = assistant("Checking the children", idempotency_key=BASE + ":assistant",
+                        usage=zero_usage(), stop_reason="aborted")
+    retried = assistant("Checking the children", idempotency_key=BASE + ":retry-2:assistant",
+                        usage=zero_usage(), stop_reason="aborted",
+                        content=partial["message"]["content"])
+    verdicts = run([header(), _wake(BASE + ":user"), partial, _wake(BASE + ":retry-2:user"),
+                    retried])
+    assert drops(verdicts)[retried["id"]] == ("announce_retry_duplicate", partial["id"])
+
+
+@pytest.mark.parametrize(
+    "first_key,retry_key,text",
+    [
+        (BASE + ":user", BASE + ":retry-1:user", WAKE + "\nA second child finished too."),
+        (BASE + ":user", BASE + ":retry-1:assistant", WAKE),
+        (BASE, BASE + ":retry-1:user", WAKE),
+        (BASE + ":user", BASE.replace("yield-1", "yield-2") + ":retry-1:user", WAKE),
+    ],
+    ids=["other-content", "other-role-suffix", "first-without-turn-suffix", "other-batch"],
+)
+def test_retried_wake_turn_near_misses_are_kept(first_key, retry_key, text):
+    verdicts = run([header(), _wake(first_key), assistant("Done."), _wake(retry_key, text)])
     assert not drops(verdicts)
 
 

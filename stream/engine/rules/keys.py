@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from stream.engine.context import Context
-from stream.engine.entry import positional_scope
+from stream.engine.entry import Entry, positional_scope
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 
@@ -35,9 +35,16 @@ ANNOUNCE_RETRY_DUPLICATE: Final[DropRule] = DropRule(
     lambda entry: {"idempotency_key": entry.idempotency_key},
 )
 
-# OpenClaw's subagent announces and settle wakes (`buildRequesterSettleWakeIdentity`): a retry
-# of the same delivery appends `:retry-N` to the first attempt's key.
-_ANNOUNCE_RETRY: Final = re.compile(r"^(?P<base>announce:.+):retry-[1-9][0-9]*$")
+# OpenClaw's key grammar (read in 2026.9.6): a subagent announce or settle wake is keyed
+# `announce:<base>[:yield-N]` (`buildAnnounceIdempotencyKey`) and a retry of the same
+# delivery `…:retry-N` (the requester-settle wake rotates it per attempt); that key is also the
+# run id of the turn it starts, whose user message is keyed `<runId>:user`
+# (`buildRunUserTurnIdempotencyKey`) and whose aborted partial reply `<runId>:assistant`
+# (`captureAbortedPartial`). So a retried wake's user turn ends `:retry-N:user`, and its first
+# attempt's key is the same without `:retry-N`.
+_ANNOUNCE_RETRY: Final = re.compile(
+    r"^(?P<base>announce:.+):retry-[1-9][0-9]*(?P<turn>:user|:assistant)?$"
+)
 
 
 @dataclass(slots=True)
@@ -95,26 +102,34 @@ def idempotent_replay(ctx: Context) -> Drop | KeyUse | None:
         identity = f"i:{scope}\x00{role}\x00{fingerprint:x}"
         seen = ctx.recall(identity)
         if seen is not None and seen[1] != entry.id:
-            return Drop(IDEMPOTENT_REPLAY, seen[1])
+            return _replay_of(entry, seen[1])
     previous = ctx.recall("k:" + key)
     collides_with = None
     if previous is not None and previous[2] != entry.id:
         if previous[1] == fingerprint:
-            return Drop(IDEMPOTENT_REPLAY, previous[2])
+            return _replay_of(entry, previous[2])
         collides_with = previous[2]
     return KeyUse(key, fingerprint, identity, collides_with)
 
 
+def _replay_of(entry: Entry, original: str) -> Drop:
+    """An input delivered again takes its original's place: the reply to a second delivery
+    (#126680) answers the original, below it, and not below the reply to the first, where it
+    would look like that reply's delivery receipt (rule 5) to every later cleaning."""
+    return Drop(IDEMPOTENT_REPLAY, original, entry.role == "user")
+
+
 def announce_retry(ctx: Context, key_use: KeyUse) -> Drop | None:
     """A retried announce delivery: its key is the first attempt's with a `:retry-N` suffix
-    (rotated so that a transport's cached failure cannot stand in for the new attempt), and
-    its role and content are the first attempt's. Other content under a retried key is kept."""
+    (rotated so that a transport's cached failure cannot stand in for the new attempt), before
+    the `:user` or `:assistant` of the run's message, and its role and content are the first
+    attempt's. Other content under a retried key is kept."""
     if not key_use.key.startswith("announce:"):
         return None
     match = _ANNOUNCE_RETRY.match(key_use.key)
     if match is None:
         return None
-    first = ctx.recall("k:" + match["base"])
+    first = ctx.recall("k:" + match["base"] + (match["turn"] or ""))
     if first is not None and first[1] == key_use.fingerprint and first[2] != ctx.entry.id:
         return Drop(ANNOUNCE_RETRY_DUPLICATE, first[2])
     return None

@@ -18,7 +18,7 @@ from stream.engine.context import Context
 from stream.engine.entry import Entry
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule, text_evidence
-from stream.engine.rules.tree import kept_ancestor
+from stream.engine.rules.tree import answers_turn_opener, kept_ancestor
 from stream.engine.state import ASSISTANT
 from stream.engine.text import digest64
 
@@ -161,6 +161,9 @@ def _is_receipt(entry: Entry) -> bool:
 
 
 def mistagged_echo(ctx: Context) -> Drop | None:
+    """An echo of the reply before it. A reply that hangs directly below the user message
+    that opened the turn (as the cleaned output names it: the answer to an input delivered
+    again moves there) answers it, and is no echo."""
     state, entry = ctx.state, ctx.entry
     if (
         state.last_role == ASSISTANT
@@ -170,6 +173,7 @@ def mistagged_echo(ctx: Context) -> Drop | None:
         and not entry.has_tool_calls
         and model_hash(entry) == state.prev_model_hash
         and _copies_usage(entry, state.prev_usage_hash)
+        and not answers_turn_opener(ctx)
     ):
         return Drop(MISTAGGED_ECHO, state.prev_id)
     return None

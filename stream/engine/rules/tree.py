@@ -89,6 +89,15 @@ def stand_in(ctx: Context, drop: Drop) -> str | None:
     each in its own copy of a branch)."""
     parent_id, _ = output_parent(ctx)
     related = drop.related
-    if related is not None and (drop.rule.stands_in or chain_original(ctx) == related):
+    if related is not None and (
+        drop.rule.stands_in or drop.stands_in or chain_original(ctx) == related
+    ):
         return related
     return parent_id
+
+
+def answers_turn_opener(ctx: Context) -> bool:
+    """The entry hangs, in the output, directly below the user message that opened its turn
+    (whose record was written at the turn's seq)."""
+    _, parent = output_parent(ctx)
+    return parent is not None and parent[0] == ctx.state.turn_seq
