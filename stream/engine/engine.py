@@ -25,6 +25,7 @@ from stream.engine.rules import (
     replies,
     structure,
     tree,
+    wakes,
 )
 from stream.engine.rules.drops import Drop, drop_alert
 from stream.engine.rules.tree import E_CHILD, E_RELATED, E_RULE, E_SRC
@@ -127,9 +128,12 @@ class Engine:
         replies.repetition_cascade(ctx)
         replies.retried_prompt(ctx)
         correlation.uncorrelated_mirror_copy(ctx)
+        wakes.repeated_answer(ctx)
         if parent is not None and parent[E_CHILD] is None and _continues_branch(entry):
             parent[E_CHILD] = entry.id
             ctx.session.memory.put(record_key(parent_id), parent)
+        elif parent_id is None and entry.type != "session" and _continues_branch(entry):
+            tree.note_root(ctx)
         # The entry it stands beside (rule 2b): copies of that entry's children may hang below it.
         beside = tree.chain_original(ctx) if entry.type != "leaf" else None
         if _is_final_reply(entry) and entry.reply_text_hash:
@@ -251,6 +255,9 @@ def _open_turn(state: SessionState, entry: Entry) -> None:
     state.start_turn()
     if earlier_hash and entry.provenance_tool == "heartbeat":
         state.heartbeat_hash, state.heartbeat_id = earlier_hash, earlier_id
+    key = entry.idempotency_key
+    if earlier_hash and key is not None and key.startswith(wakes.WAKE_PREFIX):
+        state.announce_hash, state.announce_id, state.announce_key = earlier_hash, earlier_id, key
     text = entry.exact_text_hash
     if text:
         state.retry_hash, state.retry_id = text, entry.id

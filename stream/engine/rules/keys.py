@@ -34,6 +34,37 @@ ANNOUNCE_RETRY_DUPLICATE: Final[DropRule] = DropRule(
     "retried delivery of the same announce repeats entry",
     lambda entry: {"idempotency_key": entry.idempotency_key},
 )
+CODEX_PROMPT_MIRROR: Final[DropRule] = DropRule(
+    "codex_prompt_mirror",
+    Severity.INFO,
+    "the run's prompt written again by its other writer, as entry",
+    lambda entry: {"idempotency_key": entry.idempotency_key},
+    stands_in=True,
+)
+
+# Where a key's first message is remembered. OpenClaw looks a key up per role: an assistant
+# row among assistants (`scan-assistant`, written `preserve-owner`), so a run's reply may carry
+# its user turn's key while the user row stays the key's owner (#154253). Users keep "k:", the
+# slot stored states already hold.
+_KEY_SLOTS: Final = {"assistant": "ka:", "toolResult": "kt:"}
+
+# OpenClaw's Codex transcript mirror keys a message `codex-app-server:<threadId>:<identity>`,
+# the run's prompt with the identity `<turnId>:prompt` (`attachCodexMirrorIdentity`). Its
+# dedupe reads only top-level keys, so a prompt the HTTP API already wrote keyed under
+# `__openclaw` is written again (#141233).
+_CODEX_SCOPE: Final = "codex-app-server:"
+_PROMPT: Final = ":prompt"
+# The keyed user message that opened the current turn: "o:" -> [seq, content fingerprint,
+# entry id, whether its key is a Codex prompt key]; current while its seq is the turn's.
+_OPENER: Final = "o:"
+
+
+def key_slot(role: str | None, key: str) -> str:
+    return _KEY_SLOTS.get(role or "", "k:") + key
+
+
+def _is_codex_prompt(key: str) -> bool:
+    return key.startswith(_CODEX_SCOPE) and key.endswith(_PROMPT)
 
 # OpenClaw's key grammar (read in 2026.9.6): a subagent announce or settle wake is keyed
 # `announce:<base>[:yield-N]` (`buildAnnounceIdempotencyKey`) and a retry of the same
@@ -53,6 +84,7 @@ class KeyUse:
     a dropped message must leave no trace, or cleaning a cleaned session would differ."""
 
     key: str
+    slot: str
     fingerprint: int
     identity: str | None
     collides_with: str | None
@@ -70,7 +102,9 @@ class KeyUse:
             )
         if self.identity is not None:
             ctx.remember(self.identity, entry.id)
-        ctx.remember("k:" + self.key, self.fingerprint, entry.id)
+        ctx.remember(self.slot, self.fingerprint, entry.id)
+        if entry.role == "user":
+            ctx.remember(_OPENER, self.fingerprint, entry.id, _is_codex_prompt(self.key))
 
 
 def find(ctx: Context) -> Drop | None:
@@ -103,13 +137,14 @@ def idempotent_replay(ctx: Context) -> Drop | KeyUse | None:
         seen = ctx.recall(identity)
         if seen is not None and seen[1] != entry.id:
             return _replay_of(entry, seen[1])
-    previous = ctx.recall("k:" + key)
+    slot = key_slot(entry.role, key)
+    previous = ctx.recall(slot)
     collides_with = None
     if previous is not None and previous[2] != entry.id:
         if previous[1] == fingerprint:
             return _replay_of(entry, previous[2])
         collides_with = previous[2]
-    return KeyUse(key, fingerprint, identity, collides_with)
+    return KeyUse(key, slot, fingerprint, identity, collides_with)
 
 
 def _replay_of(entry: Entry, original: str) -> Drop:
@@ -129,10 +164,26 @@ def announce_retry(ctx: Context, key_use: KeyUse) -> Drop | None:
     match = _ANNOUNCE_RETRY.match(key_use.key)
     if match is None:
         return None
-    first = ctx.recall("k:" + match["base"] + (match["turn"] or ""))
+    first = ctx.recall(key_slot(ctx.entry.role, match["base"] + (match["turn"] or "")))
     if first is not None and first[1] == key_use.fingerprint and first[2] != ctx.entry.id:
         return Drop(ANNOUNCE_RETRY_DUPLICATE, first[2])
     return None
+
+
+def codex_prompt_mirror(ctx: Context, key_use: KeyUse) -> Drop | None:
+    """A run's prompt written by both of its writers (#141233): the HTTP API's row keyed under
+    `__openclaw`, and the Codex mirror's keyed `codex-app-server:…:<turnId>:prompt`, in either
+    order, with one role and content, the later in the turn the earlier opened. The mirror
+    writes one prompt per turn, so two of its prompts with the same words are two runs, and a
+    prompt whose turn was opened by an unkeyed message may be a person's words again: kept."""
+    if ctx.entry.role != "user":
+        return None
+    opener = ctx.recall(_OPENER)
+    if opener is None or opener[0] != ctx.state.turn_seq or opener[2] == ctx.entry.id:
+        return None
+    if opener[3] == _is_codex_prompt(key_use.key) or opener[1] != key_use.fingerprint:
+        return None
+    return Drop(CODEX_PROMPT_MIRROR, opener[2])
 
 
 def _note_positional_keys(ctx: Context, key: str) -> None:
@@ -150,5 +201,12 @@ def _note_positional_keys(ctx: Context, key: str) -> None:
     )
 
 
-KEYED_CHECKS: Final[tuple[Callable[[Context, KeyUse], Drop | None], ...]] = (announce_retry,)
-RULES: Final[tuple[DropRule, ...]] = (IDEMPOTENT_REPLAY, ANNOUNCE_RETRY_DUPLICATE)
+KEYED_CHECKS: Final[tuple[Callable[[Context, KeyUse], Drop | None], ...]] = (
+    announce_retry,
+    codex_prompt_mirror,
+)
+RULES: Final[tuple[DropRule, ...]] = (
+    IDEMPOTENT_REPLAY,
+    ANNOUNCE_RETRY_DUPLICATE,
+    CODEX_PROMPT_MIRROR,
+)

@@ -55,6 +55,34 @@ def rewrite_copy(ctx: Context) -> Drop | None:
     return None
 
 
+PERSISTED_TWICE: Final[DropRule] = DropRule(
+    "persisted_twice",
+    Severity.INFO,
+    "the same reply persisted again below itself, as entry",
+    lambda entry: {"payload": f"{entry.payload:08x}", "response_id": entry.field("responseId")},
+)
+
+
+def persisted_twice(ctx: Context) -> Drop | None:
+    """A reply written again below itself (#85937: Gemini's streamed replies, each a second
+    time seconds later, parented to the first): its payload is its parent's, and that payload
+    names the provider's response. Two model calls never share a `responseId`; without one,
+    two adjacent equal replies are kept, as OpenClaw's replay-history keeps them."""
+    payload = ctx.entry.payload
+    if not payload or ctx.entry.role != "assistant":
+        return None
+    parent = ctx.parent_record()
+    if parent is None or parent[E_RULE] is not None:
+        return None
+    fingerprint = parent[E_FP]
+    if not (isinstance(fingerprint, int) and payload_of(fingerprint) == payload):
+        return None
+    response_id = ctx.entry.field("responseId")
+    if isinstance(response_id, str) and response_id:
+        return Drop(PERSISTED_TWICE, ctx.entry.parent_id)
+    return None
+
+
 def find(ctx: Context) -> Drop | None:
     for check in CHECKS:
         drop = check(ctx)
@@ -63,5 +91,5 @@ def find(ctx: Context) -> Drop | None:
     return None
 
 
-CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (rewrite_copy,)
-RULES: Final[tuple[DropRule, ...]] = (REWRITE_COPY,)
+CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (rewrite_copy, persisted_twice)
+RULES: Final[tuple[DropRule, ...]] = (REWRITE_COPY, PERSISTED_TWICE)

@@ -70,7 +70,7 @@ def chain_original(ctx: Context) -> str | None:
 def _first_child_alongside(ctx: Context) -> str | None:
     _, parent = output_parent(ctx)
     if parent is None:
-        return None
+        return _first_root(ctx) if ctx.entry.parent_id is None else None
     child = parent[E_CHILD]
     if child is not None and child != ctx.entry.id:
         return child
@@ -80,6 +80,22 @@ def _first_child_alongside(ctx: Context) -> str | None:
     origin = ctx.recall(record_key(stands_for))
     child = origin[E_CHILD] if origin is not None else None
     return child if isinstance(child, str) and child != ctx.entry.id else None
+
+
+# The session's first kept entry without a parent: "r:" -> [seq, entry id]. A parentless entry
+# stands beside it, as a branch written again from the root is (#73119).
+_ROOT: Final = "r:"
+
+
+def _first_root(ctx: Context) -> str | None:
+    root = ctx.recall(_ROOT)
+    return root[1] if root is not None and root[1] != ctx.entry.id else None
+
+
+def note_root(ctx: Context) -> None:
+    """Remember a kept parentless entry as the root, unless the session has one."""
+    if ctx.entry.parent_id is None and ctx.recall(_ROOT) is None:
+        ctx.remember(_ROOT, ctx.entry.id)
 
 
 def stand_in(ctx: Context, drop: Drop) -> str | None:
