@@ -514,6 +514,33 @@ SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
                                                             "sourceMessageId": "tg-1"}),
         ],
     ),
+    "codex-prompt": (
+        {"codex_prompt_mirror"},
+        [
+            user("u1", None, __openclaw={"idempotencyKey": "chatcmpl-1:user"}),
+            user("u2", "u1", idempotencyKey="codex-app-server:thr-1:turn-1:prompt",
+                 __openclaw={"mirrorIdentity": "turn-1:prompt"}),
+            reply("a1", "u2", TEXT),
+        ],
+    ),
+    "persisted-twice": (
+        {"persisted_twice"},
+        [
+            user("u1", None),
+            reply("a1", "u1", TEXT, responseId="resp-1"),
+            reply("a2", "a1", TEXT, responseId="resp-1"),
+        ],
+    ),
+    "repeated-answer": (
+        {"repeated_answer"},
+        [
+            user("u1", None),
+            reply("a1", "u1", TEXT),
+            user("u2", "a1", "[Internal task completion event] done",
+                 idempotencyKey="announce:codex-native:thr-1:thr-2:succeeded:user"),
+            reply("a2", "u2", TEXT, usage={**USAGE, "output": 81}),
+        ],
+    ),
     "malformed": (
         {"malformed_entry"},
         [
