@@ -14,9 +14,11 @@ from stream.engine.rules.drops import Drop
 # mirror would repeat, its `reply_text_hash` last. A dropped entry's related id is the entry it
 # repeats, and its kept ancestor where what hangs below it goes; a kept entry's related id is
 # the entry it stands beside (the first child of the entry it hangs below, or of what that one
-# stands for), whose copy its own children may be; "k:<key>" -> [seq, content fingerprint,
-# entry id]; "i:<scope>\0<role>\0<fingerprint>" -> [seq, entry id]; "v:<id>\0<fingerprint>" ->
-# [seq, source hash] for each conflicting version of an id that was kept.
+# stands for), whose copy its own children may be; "k:<key>" (a user's or other message's key;
+# "ka:" an assistant's, "kt:" a toolResult's) -> [seq, content fingerprint, entry id];
+# "o:" -> the keyed user message that opened the latest turn (keys.py); "r:" -> [seq, id] of
+# the first kept root; "i:<scope>\0<role>\0<fingerprint>" -> [seq, entry id];
+# "v:<id>\0<fingerprint>" -> [seq, source hash] for each conflicting version of an id kept.
 E_FP: Final = 1
 E_SRC: Final = 2
 E_RULE: Final = 3
