@@ -21,6 +21,7 @@ from stream.engine.rules import (
     catalogue,
     correlation,
     identity,
+    payload,
     repetition,
     replies,
     structure,
@@ -148,6 +149,7 @@ class Engine:
             ctx.remember(
                 entry.record_key, entry.fingerprint, ctx.source_hash, None, beside, None, None
             )
+        payload.index_kept(ctx)
         _advance_turn(ctx)
         return Verdict(Action.KEPT, output)
 

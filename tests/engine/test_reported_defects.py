@@ -11,6 +11,7 @@ from tests.support.builders import (
     assistant,
     custom,
     drops,
+    encode,
     entry,
     header,
     kept,
@@ -130,14 +131,8 @@ def test_a_user_sending_again_is_never_a_copy(second):
 # --- idle-timeout retry (#95766): rule 2, and detection 15 -------------------------------------
 
 
-def _aborted(**fields):
-    return assistant(
-        content=[],
-        usage=zero_usage(),
-        stop_reason="aborted",
-        error="LLM idle timeout (120s): no response from model",
-        **fields,
-    )
+def _aborted(error: str = "LLM idle timeout (120s): no response from model", **fields):
+    return assistant(content=[], usage=zero_usage(), stop_reason="aborted", error=error, **fields)
 
 
 def test_a_keyed_retry_after_an_idle_timeout_is_dropped_and_the_retry_reply_kept():
@@ -392,6 +387,113 @@ def test_rewrite_near_misses_are_kept(change):
         a2_copy["message"] = {**a2_copy["message"], "timestamp": 1_796_100_009_000}
     verdicts = run([header(), *originals, replacement, a2_copy])
     assert "A2" not in drops(verdicts)
+
+
+# --- the same message persisted again (#95766, #128472, #66443, #72511): rule 2c ----------------
+
+
+def test_a_prompt_replayed_byte_for_byte_after_an_idle_timeout_is_dropped():
+    """#128472: an unkeyed prompt, an empty aborted reply, then the same `message` again, its
+    numeric timestamp included: the same message persisted twice. The reply to the replay
+    answers the original."""
+    original = _stamped(user(TEXT), 1_796_200_001_000)
+    aborted = _stamped(_aborted(error="LLM idle timeout (60s): no response from model"),
+                       1_796_200_061_000)
+    again = {**original, "id": "again", "parentId": aborted["id"]}
+    reply = assistant("You have two meetings.", parent="again")
+    verdicts = run([header(), original, aborted, again, reply])
+    assert drops(verdicts) == {"again": ("persisted_copy", original["id"])}
+    assert parents(verdicts)[reply["id"]] == original["id"]
+    (alert,) = alerts(verdicts, "persisted_copy")
+    assert alert.evidence == {"payload": f"{_payload(original):08x}", "type": "message"}
+    assert not alerts(verdicts, "retried_prompt")
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+def _payload(item: dict) -> int:
+    from stream.engine.entry import parse
+
+    return parse(encode([item])[0]).payload
+
+
+def test_the_same_words_typed_again_after_an_idle_timeout_are_kept_and_reported():
+    """A person sending the prompt again: a new timestamp, so another message."""
+    original = _stamped(user(TEXT), 1_796_200_001_000)
+    again = _stamped(user(TEXT), 1_796_200_090_000)
+    verdicts = run([header(), original, _aborted(), again, assistant("Two meetings.")])
+    assert not drops(verdicts)
+    (alert,) = alerts(verdicts, "retried_prompt")
+    assert alert.related_entry_id == original["id"]
+
+
+def _compaction(id: str, parent: str, first_kept: str = "u2", tokens: int = 91234) -> dict:
+    return entry("compaction", id=id, parent=parent, summary="Earlier: the log had 3 errors.",
+                 firstKeptEntryId=first_kept, tokensBefore=tokens)
+
+
+def test_a_line_of_copies_after_a_compaction_is_dropped():
+    """#66443, #72511: after a compaction the same user turns and compactions are appended
+    again, each below the previous copy, only the ids new. The first user copy is the same
+    message persisted again; what follows it stands beside its original (rule 2b)."""
+    u1 = _stamped(user("read the log", id="u1", parent=None), 1_796_100_001_000)
+    a1 = _stamped(assistant("3 errors.", id="a1"), 1_796_100_002_000)
+    u2 = _stamped(user("fix them", id="u2"), 1_796_100_003_000)
+    a2 = _stamped(assistant("Fixed.", id="a2"), 1_796_100_004_000)
+    cp = _compaction("cp", "a2")
+    line = [{**u2, "id": "U2", "parentId": "cp"}, {**a2, "id": "A2", "parentId": "U2"},
+            {**cp, "id": "CP", "parentId": "A2"}, {**u2, "id": "U2b", "parentId": "CP"},
+            {**a2, "id": "A2b", "parentId": "U2b"}, {**cp, "id": "CPb", "parentId": "A2b"}]
+    after = _stamped(user("thanks", id="u3", parent="CPb"), 1_796_100_009_000)
+    verdicts = run([header(), u1, a1, u2, a2, cp, *line, after])
+    assert drops(verdicts) == {
+        "U2": ("persisted_copy", "u2"),
+        "A2": ("rewrite_copy", "a2"),
+        "CP": ("rewrite_copy", "cp"),
+        "U2b": ("persisted_copy", "u2"),
+        "A2b": ("rewrite_copy", "a2"),
+        "CPb": ("rewrite_copy", "cp"),
+    }
+    assert parents(verdicts)["u3"] == "cp"
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_compaction_clones_each_below_the_previous_are_dropped():
+    u1 = _stamped(user("read the log", id="u1", parent=None), 1_796_100_001_000)
+    cp = _compaction("cp", "u1", first_kept="u1")
+    clones = [{**cp, "id": "cp2", "parentId": "cp"}, {**cp, "id": "cp3", "parentId": "cp2"}]
+    after = _stamped(user("go on", id="u2", parent="cp3"), 1_796_100_009_000)
+    verdicts = run([header(), u1, cp, *clones, after])
+    assert drops(verdicts) == {"cp2": ("persisted_copy", "cp"), "cp3": ("persisted_copy", "cp")}
+    assert parents(verdicts)["u2"] == "cp"
+    assert_clean_twice_is_clean(verdicts)
+
+
+@pytest.mark.parametrize("change", ["boundary", "tokens", "summary"])
+def test_a_second_compaction_of_other_context_is_kept(change):
+    """#127436: two genuine compactions may share a summary text; their boundary or count
+    differs."""
+    u1 = _stamped(user("read the log", id="u1", parent=None), 1_796_100_001_000)
+    cp = _compaction("cp", "u1", first_kept="u1")
+    second = {**cp, "id": "cp2", "parentId": "cp"}
+    if change == "boundary":
+        second["firstKeptEntryId"] = "cp"
+    elif change == "tokens":
+        second["tokensBefore"] = 1489
+    else:
+        second["summary"] = "Earlier: the log had 4 errors."
+    assert not drops(run([header(), u1, cp, second]))
+
+
+def test_a_reply_persisted_twice_in_a_line_is_not_dropped_by_its_payload_alone():
+    """Replies are not indexed by payload: two identical replies one below the other are two
+    turns to OpenClaw's replay (the peer case), wherever they hang."""
+    a = _stamped(assistant(TEXT, id="a"), 1_796_100_004_000)
+    later = {**a, "id": "later", "parentId": "t"}
+    verdicts = run([header(), user(), a, _stamped(user("again?", id="t"), 1_796_100_005_000),
+                    later])
+    assert not drops(verdicts)
 
 
 # --- heartbeat re-commit (#143787): rule 3a ----------------------------------------------------
