@@ -536,9 +536,10 @@ def test_every_silent_heartbeat_that_commits_the_same_reply_again_is_dropped():
 
 def test_the_delivered_mirror_of_the_previous_turn_is_what_a_heartbeat_copy_repeats():
     reply = assistant(TEXT)
-    delivered = _final(TEXT, "tg-1")  # names no source: kept, and reported
+    cache = custom()
+    delivered = _final(TEXT, "tg-1")  # below a custom entry, naming no source: kept
     copy = _final(TEXT, "hb-send-1")
-    verdicts = run([header(), user("What is on?"), reply, delivered, _heartbeat(),
+    verdicts = run([header(), user("What is on?"), reply, cache, delivered, _heartbeat(),
                     assistant("NO_REPLY"), copy])
     assert drops(verdicts) == {copy["id"]: ("silent_turn_replay", delivered["id"])}
 
@@ -667,10 +668,33 @@ def test_import_near_misses_are_kept(case):
 # --- channel finals that name no source (#126090, #121643): detection 16 -----------------------
 
 
-def test_a_channel_final_naming_no_source_after_its_reply_is_kept_and_reported():
+def test_a_channel_final_naming_no_source_below_its_reply_is_dropped():
+    """#126090, #121643: before 2026.9.6 every Telegram turn wrote a channel final naming only
+    its send, parented to the reply it delivered (`api: "cli"` replies too)."""
+    for api in ("anthropic-messages", "cli"):
+        reply = assistant(TEXT, api=api)
+        final = _final(TEXT, "telegram-final:agent:main:main:t1:0")
+        verdicts = run([header(), user(), reply, final])
+        assert drops(verdicts) == {final["id"]: ("delivery_mirror_duplicate", reply["id"])}
+        assert_clean_twice_is_clean(verdicts)
+
+
+def test_a_second_channel_final_of_the_same_reply_is_dropped_with_the_first():
+    """Below the dropped first send it hangs, as cleaned, below the reply: kept, it would be
+    dropped by the next cleaning."""
     reply = assistant(TEXT)
+    first = _final(TEXT, "t1")
+    second = _final(TEXT, "t2")
+    verdicts = run([header(), user(), reply, first, second])
+    assert drops(verdicts) == {first["id"]: ("delivery_mirror_duplicate", reply["id"]),
+                               second["id"]: ("delivery_mirror_duplicate", reply["id"])}
+
+
+def test_a_channel_final_naming_no_source_elsewhere_is_kept_and_reported():
+    reply = assistant(TEXT)
+    cache = custom()
     final = _final(TEXT, "telegram-final:agent:main:main:t1:0")
-    verdicts = run([header(), user(), reply, final])
+    verdicts = run([header(), user(), reply, cache, final])
     assert not drops(verdicts)
     (alert,) = alerts(verdicts, "uncorrelated_mirror_copy")
     assert (alert.entry_id, alert.related_entry_id, alert.severity) == (
@@ -689,7 +713,9 @@ def test_uncorrelated_final_near_misses_raise_nothing(case):
         final = _final("Here is the chart." if case == "new-text" else TEXT, "tg-1")
     if case == "media":
         final["message"]["openclawDelivery"] = {"mediaUrls": ["/tmp/chart.png"]}
-    verdicts = run([header(), user(), reply, final])
+    cache = custom()
+    final["parentId"] = cache["id"]
+    verdicts = run([header(), user(), reply, cache, final])
     assert not alerts(verdicts, "uncorrelated_mirror_copy")
 
 
