@@ -20,6 +20,7 @@ from stream.engine.records import (
 from stream.engine.rules import (
     catalogue,
     correlation,
+    heartbeat,
     identity,
     payload,
     repetition,
@@ -208,7 +209,7 @@ def _advance_turn(ctx: Context) -> None:
         return
     role = ROLE_CODES.get(entry.role or "", OTHER)
     if role == USER:
-        _open_turn(state, entry)
+        _open_turn(state, entry, ctx.limits.heartbeat_prompt)
     elif role == TOOL_RESULT and state.retry_hash:
         _forget_retry(state)
     state.last_role = role
@@ -240,7 +241,7 @@ def _advance_turn(ctx: Context) -> None:
     state.prev_plain = entry.is_text_only and not entry.is_mirror
 
 
-def _open_turn(state: SessionState, entry: Entry) -> None:
+def _open_turn(state: SessionState, entry: Entry, heartbeat_prompt: str) -> None:
     # A heartbeat turn remembers the final reply of the turn before it (or the mirror that
     # delivered it), or what an earlier heartbeat that stayed silent remembered: a silent
     # turn delivers nothing of its own.
@@ -251,7 +252,7 @@ def _open_turn(state: SessionState, entry: Entry) -> None:
     else:
         earlier_hash, earlier_id = state.latest_text_hash, state.latest_text_id
     state.start_turn()
-    if earlier_hash and entry.provenance_tool == "heartbeat":
+    if earlier_hash and heartbeat.opens_heartbeat_turn(entry, heartbeat_prompt):
         state.heartbeat_hash, state.heartbeat_id = earlier_hash, earlier_id
     text = entry.exact_text_hash
     if text:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from stream.engine import Limits
 from tests.support.builders import (
     alerts,
     assert_valid_tree,
@@ -560,6 +561,82 @@ def test_heartbeat_near_misses_are_kept(case):
         copy["message"]["openclawDelivery"] = {"mediaUrls": ["/tmp/report.pdf"]}
     turn = [copy, answer] if case == "before-silence" else [answer, copy]
     verdicts = run([header(), user("What is on?"), reply, opener, *turn])
+    assert copy["id"] not in drops(verdicts)
+
+
+# Heartbeat turns without provenance: OpenClaw's `isHeartbeatUserMessage` texts.
+
+CONTEXT_9 = (
+    "Follow the heartbeat monitor scratch context when provided. Recurring tasks are "
+    "automations; create or change their schedules with the automations tool, not heartbeat "
+    "scratch. Do not infer or repeat old tasks from prior chats."
+)
+PROMPT_9 = CONTEXT_9 + " If nothing needs attention, reply NO_REPLY."
+PROMPT_5 = (
+    "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or "
+    "repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK."
+)
+TASKS = "Run the following periodic tasks (only those due based on their intervals):"
+
+
+def _silent_turn(opener: dict, limits=None):
+    reply = assistant(TEXT)
+    copy = _final(TEXT, "hb-send-1")
+    verdicts = run([header(), user("What is on tomorrow?"), reply, opener, assistant("NO_REPLY"),
+                    copy], limits=limits)
+    return verdicts, reply, copy
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[OpenClaw heartbeat poll]",
+        "[OpenClaw cron wake]",
+        "[OpenClaw session event]",
+        "  [OpenClaw exec completion]\n",
+        "Delivery: to send a message, use the `message` tool.\n\n[OpenClaw heartbeat poll]",
+        PROMPT_9,
+        PROMPT_9 + "\n\nScratch: check the deploy queue.",
+        PROMPT_9 + "\n\nUse heartbeat_respond to report the wake outcome.",
+        PROMPT_5 + " Current time: 2026-05-12 08:00 UTC",
+        TASKS + "\n- inbox (every 30m)\nAfter completing all due tasks, reply NO_REPLY.",
+        TASKS + "\n- inbox\nAfter completing all due tasks, reply HEARTBEAT_OK.",
+    ],
+    ids=["poll", "cron-wake", "session-event", "exec-completion", "delivery-hint", "prompt-9.6",
+         "prompt-9.6-scratch", "prompt-9.6-response-tool", "prompt-5.12", "tasks-9.6",
+         "tasks-5.12"],
+)
+def test_a_heartbeat_turn_known_by_its_text_replays_nothing(text):
+    """Without `provenance`, a heartbeat user message is known as OpenClaw knows it, by its
+    text (the pinned releases' defaults)."""
+    verdicts, reply, copy = _silent_turn(user(text))
+    assert drops(verdicts) == {copy["id"]: ("silent_turn_replay", reply["id"])}
+
+
+def test_a_configured_heartbeat_prompt_given_to_the_worker_opens_a_heartbeat_turn():
+    prompt = "Check the inbox and the calendar. Say NO_REPLY when nothing changed."
+    opener = user(prompt + "\nCurrent time: 08:00")
+    verdicts, reply, copy = _silent_turn(opener, Limits(heartbeat_prompt=prompt + "  "))
+    assert drops(verdicts) == {copy["id"]: ("silent_turn_replay", reply["id"])}
+    verdicts, _, _ = _silent_turn(user(prompt + "\nCurrent time: 08:00"))
+    assert not drops(verdicts)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What does [OpenClaw heartbeat poll] mean in my transcript?",
+        "[OpenClaw heartbeat poll] and also check the build",
+        PROMPT_9 + " Also water the plants.",
+        TASKS + "\n- inbox (every 30m)",
+        "Please run: " + PROMPT_5,
+        HEARTBEAT,
+    ],
+    ids=["quoted", "poll-with-more", "prompt-9.6-continued", "tasks-without-completion",
+         "prompt-5.12-quoted", "other-release-prompt"],
+)
+def test_user_messages_that_only_look_like_a_heartbeat_are_kept(text):
+    verdicts, _, copy = _silent_turn(user(text))
     assert copy["id"] not in drops(verdicts)
 
 
