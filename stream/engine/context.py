@@ -27,6 +27,9 @@ class Limits:
     # Alerts carry no message text unless an operator opts in: then the first this many
     # characters of the entry's normalized text, as `evidence.snippet`.
     snippet_chars: int = 0
+    # The heartbeat prompt OpenClaw is configured with, "" for the pinned releases' defaults:
+    # a user message with it opens a heartbeat turn (rule 3a) when it carries no provenance.
+    heartbeat_prompt: str = ""
 
 
 @dataclass(slots=True, init=False)

@@ -20,7 +20,9 @@ from stream.engine.records import (
 from stream.engine.rules import (
     catalogue,
     correlation,
+    heartbeat,
     identity,
+    payload,
     repetition,
     replies,
     structure,
@@ -152,6 +154,7 @@ class Engine:
             ctx.remember(
                 entry.record_key, entry.fingerprint, ctx.source_hash, None, beside, None, None
             )
+        payload.index_kept(ctx)
         _advance_turn(ctx)
         return Verdict(Action.KEPT, output)
 
@@ -210,7 +213,7 @@ def _advance_turn(ctx: Context) -> None:
         return
     role = ROLE_CODES.get(entry.role or "", OTHER)
     if role == USER:
-        _open_turn(state, entry)
+        _open_turn(state, entry, ctx.limits.heartbeat_prompt)
     elif role == TOOL_RESULT and state.retry_hash:
         _forget_retry(state)
     state.last_role = role
@@ -242,7 +245,7 @@ def _advance_turn(ctx: Context) -> None:
     state.prev_plain = entry.is_text_only and not entry.is_mirror
 
 
-def _open_turn(state: SessionState, entry: Entry) -> None:
+def _open_turn(state: SessionState, entry: Entry, heartbeat_prompt: str) -> None:
     # A heartbeat turn remembers the final reply of the turn before it (or the mirror that
     # delivered it), or what an earlier heartbeat that stayed silent remembered: a silent
     # turn delivers nothing of its own.
@@ -253,7 +256,7 @@ def _open_turn(state: SessionState, entry: Entry) -> None:
     else:
         earlier_hash, earlier_id = state.latest_text_hash, state.latest_text_id
     state.start_turn()
-    if earlier_hash and entry.provenance_tool == "heartbeat":
+    if earlier_hash and heartbeat.opens_heartbeat_turn(entry, heartbeat_prompt):
         state.heartbeat_hash, state.heartbeat_id = earlier_hash, earlier_id
     key = entry.idempotency_key
     if earlier_hash and key is not None and key.startswith(wakes.WAKE_PREFIX):

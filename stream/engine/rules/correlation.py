@@ -35,9 +35,10 @@ SILENT_TURN_REPLAY: Final[DropRule] = DropRule(
 def delivery_mirror_duplicate(ctx: Context) -> Drop | None:
     """A mirror that repeats a model reply of its turn. What it is compared with depends on
     the correlation it carries: the reply it names as its source; with an identity of its
-    own send and no source (a channel final), only a reply that declares it is mirrored;
-    with neither, the turn's latest reply, else the reply it hangs below. A mirror that
-    carries more than text (media, attachments, other blocks) is not a copy of any."""
+    own send and no source (a channel final), a latest reply that declares it is mirrored,
+    else the reply it hangs below; with neither, the turn's latest reply, else the reply it
+    hangs below. A mirror that carries more than text (media, attachments, other blocks) is
+    not a copy of any."""
     state, entry = ctx.state, ctx.entry
     if entry.has_attachments or entry.has_non_text_blocks:
         return None
@@ -48,7 +49,9 @@ def delivery_mirror_duplicate(ctx: Context) -> Drop | None:
     if _names_own_send(marker):
         if state.latest_mirrored and entry.text_hash == state.latest_text_hash:
             return Drop(DELIVERY_MIRROR_DUPLICATE, state.latest_text_id)
-        return None
+        # Rows written before 2026.9.6 name no source (#126090, #121643): the reply their
+        # `parentId` names, whose final text they repeat, is the one they delivered.
+        return _reply_above(ctx)
     if entry.text_hash == state.latest_text_hash and not (
         # Two mirrors of one text are two sends when the later has an identity of its own.
         state.latest_is_mirror and entry.idempotency_key is not None

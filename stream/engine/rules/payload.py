@@ -1,6 +1,7 @@
 """Evidence: the same message persisted twice. A copy keeps its original's payload byte for byte
 (its `message`, stamped with a numeric `message.timestamp`, or a compaction's fields) under a
-new id; where it hangs says whether a genuine second message could carry that payload. Rule 2b.
+new id; where it hangs says whether a genuine second message could carry that payload. Rules 2b
+and 2c.
 
 A rule of this evidence is a function `(ctx) -> Drop | None` in `CHECKS`, tried in order; its
 `DropRule` goes into `RULES` at the same place.
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from typing import Final
 
 from stream.engine.context import Context
-from stream.engine.entry import payload_of, record_key
+from stream.engine.entry import Entry, payload_of, record_key
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.rules.tree import E_FP, E_RULE, chain_original
@@ -53,6 +54,51 @@ def rewrite_copy(ctx: Context) -> Drop | None:
     if isinstance(fingerprint, int) and payload_of(fingerprint) == payload:
         return Drop(REWRITE_COPY, original)
     return None
+
+
+# Rule 2c: the same message persisted again anywhere in the session. A user message's payload
+# carries the millisecond it was received: nobody sends two at the same millisecond, so the
+# same payload is the same message written twice (a prompt replayed after an idle-timeout
+# abort, #95766 and #128472; a line of user turns re-appended after a compaction, #66443 and
+# #72511). A compaction carries its summary, `tokensBefore` and the boundary it keeps
+# (`firstKeptEntryId`): two with all of them equal compacted the same context, a clone (a
+# genuine second compaction has another boundary or count, #127436). Replies are not indexed:
+# OpenClaw's replay keeps two identical adjacent replies as two model turns, and only their
+# placement (rule 2b) tells a rewrite's copy from them.
+PERSISTED_COPY: Final[DropRule] = DropRule(
+    "persisted_copy",
+    Severity.INFO,
+    "the same message persisted again, same payload as entry",
+    lambda entry: {"payload": f"{entry.payload:08x}", "type": entry.type},
+    stands_in=True,
+)
+
+
+def _indexed(entry: Entry) -> bool:
+    return entry.payload_digest != 0 and (entry.role == "user" or entry.type == "compaction")
+
+
+def _boundary(entry: Entry) -> str:
+    """The compaction's `firstKeptEntryId` ("" for none, or for a message)."""
+    kept = entry.value.get("firstKeptEntryId") if entry.type == "compaction" else None
+    return kept if isinstance(kept, str) else ""
+
+
+def persisted_copy(ctx: Context) -> Drop | None:
+    entry = ctx.entry
+    if not _indexed(entry):
+        return None
+    seen = ctx.recall(f"p:{entry.payload_digest:x}")
+    if seen is None or seen[1] == entry.id or seen[2] != _boundary(entry):
+        return None
+    return Drop(PERSISTED_COPY, seen[1])
+
+
+def index_kept(ctx: Context) -> None:
+    """A kept user message or compaction: what a copy of it would be compared with."""
+    entry = ctx.entry
+    if _indexed(entry):
+        ctx.remember(f"p:{entry.payload_digest:x}", entry.id, _boundary(entry))
 
 
 PERSISTED_TWICE: Final[DropRule] = DropRule(
@@ -91,5 +137,9 @@ def find(ctx: Context) -> Drop | None:
     return None
 
 
-CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (rewrite_copy, persisted_twice)
-RULES: Final[tuple[DropRule, ...]] = (REWRITE_COPY, PERSISTED_TWICE)
+CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (
+    rewrite_copy,
+    persisted_copy,
+    persisted_twice,
+)
+RULES: Final[tuple[DropRule, ...]] = (REWRITE_COPY, PERSISTED_COPY, PERSISTED_TWICE)
