@@ -1,0 +1,219 @@
+"""The session files: one per session, safe names, idempotent and crash-safe appends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stream.consumers.memory_writer import compare
+from stream.consumers.memory_writer import files as mw
+from tests.support.memory import assistant, custom, markdown, mirror, raw, tool_result, user, write
+
+
+@pytest.mark.parametrize(
+    ("session_id", "name"),
+    [
+        ("0c4e9163-2c40-4265-ab6e-a52f5dd1cd99", "0c4e9163-2c40-4265-ab6e-a52f5dd1cd99"),
+        ("agent:main/run 7", None),
+        ("../../etc/passwd", None),
+        ("..", None),
+        ("", None),
+        ("x" * 300, None),
+    ],
+)
+def test_file_names_are_safe_and_distinct(session_id: str, name: str | None) -> None:
+    made = mw.file_name(session_id)
+    if name is not None:
+        assert made == name
+    else:
+        assert made.startswith("_")
+        assert len(made) <= 120
+        assert all(ch.isalnum() or ch in "._-" for ch in made)
+    assert mw.file_name(session_id + "?") != mw.file_name(session_id + "!")
+
+
+def test_a_session_becomes_one_markdown_file(tmp_path: Path) -> None:
+    reply = assistant("Done.\nBoth files.", thinking="plan")
+    entries = [
+        {"type": "session", "id": "s-1", "version": 3},
+        user("rename both files"),
+        assistant(None, thinking="plan"),
+        tool_result("renamed"),
+        custom(),
+        reply,
+        mirror("Done.\nBoth files.", parent=reply["id"]),  # the delivered copy
+        mirror("Rusdi, the files are renamed."),  # what a message tool sent
+    ]
+
+    assert write(tmp_path, entries) == 3
+
+    assert markdown(tmp_path) == (
+        "user: rename both files\n"
+        "assistant: Done.\n"
+        "  Both files.\n"
+        "assistant (delivered): Rusdi, the files are renamed.\n"
+    )
+
+
+def test_sessions_go_to_their_own_files_and_malformed_lines_are_skipped(tmp_path: Path) -> None:
+    writer = mw.MemoryWriter(tmp_path)
+    records = [
+        ("s-1", raw(user("one"))),
+        ("s-2", raw(user("two"))),
+        ("s-1", b"not json"),
+        ("s-2", b'{"type":"message"}'),
+    ]
+    assert writer.write(records) == 2
+    assert markdown(tmp_path, "s-1") == "user: one\n"
+    assert markdown(tmp_path, "s-2") == "user: two\n"
+    assert sorted(p.name for p in tmp_path.glob("*.md")) == ["s-1.md", "s-2.md"]
+
+
+def test_raw_topic_duplicates_with_new_ids_are_written_and_counted(tmp_path: Path) -> None:
+    reply = assistant("The deployment finished.", thinking="hmm")
+    copy = assistant("The deployment finished.", api="cli", provider="claude-cli")
+    write(tmp_path, [user("deploy"), reply, custom(), copy])
+
+    assert markdown(tmp_path).count("assistant: The deployment finished.\n") == 2
+    assert compare.duplicate_lines(tmp_path) == {"s-1": (3, 1)}
+
+
+# --- idempotency -----------------------------------------------------------------------------
+
+
+def test_records_delivered_again_write_nothing(tmp_path: Path) -> None:
+    entries = [user("hello"), assistant("Hi!"), mirror("Hi!"), mirror("Delivered text")]
+    records = [("s-1", raw(e)) for e in entries]
+    writer = mw.MemoryWriter(tmp_path)
+    assert writer.write(records) == 3
+    before = markdown(tmp_path)
+
+    assert writer.write(records) == 0  # the same writer, as after a failed commit
+    assert mw.MemoryWriter(tmp_path).write(records) == 0  # a restarted writer
+    assert mw.MemoryWriter(tmp_path).write(records[1:] + records) == 0  # any redelivered subset
+
+    assert markdown(tmp_path) == before
+
+
+def test_an_entry_id_repeated_within_one_batch_is_written_once(tmp_path: Path) -> None:
+    entry = user("hello")
+    assert write(tmp_path, [entry, entry, {**entry, "message": {"role": "user", "content": "x"}}])
+    assert markdown(tmp_path) == "user: hello\n"
+
+
+def test_the_index_lists_each_written_entry_with_the_file_size_after_it(tmp_path: Path) -> None:
+    first, second = user("a"), assistant("bc")
+    write(tmp_path, [first, custom(), second])
+    index = (tmp_path / ".index" / "s-1.ids").read_text()
+    assert index == f'[8, "{first["id"]}"]\n[22, "{second["id"]}"]\n'
+    assert (tmp_path / "s-1.md").stat().st_size == 22
+
+
+def test_a_crash_between_markdown_and_index_is_undone_and_redone_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, [user("before the crash")])
+    batch = [("s-1", raw(user("during the crash"))), ("s-1", raw(assistant("reply")))]
+    real_append = mw._append_durably
+
+    def crash_at_the_index(path: Path, data: bytes) -> None:
+        if path.suffix == ".ids":
+            raise OSError("power cut")
+        real_append(path, data)
+
+    monkeypatch.setattr(mw, "_append_durably", crash_at_the_index)
+    with pytest.raises(OSError, match="power cut"):
+        mw.MemoryWriter(tmp_path).write(batch)
+    monkeypatch.undo()
+    assert "during the crash" in markdown(tmp_path)  # on disk, but never committed
+
+    # The offsets were not committed, so the batch comes again to a restarted writer.
+    assert mw.MemoryWriter(tmp_path).write(batch) == 2
+
+    assert markdown(tmp_path) == (
+        "user: before the crash\nuser: during the crash\nassistant: reply\n"
+    )
+
+
+def test_the_same_writer_reloads_a_session_whose_write_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = mw.MemoryWriter(tmp_path)
+    batch = [("s-1", raw(user("once")))]
+    real_append = mw._append_durably
+
+    def crash_at_the_index(path: Path, data: bytes) -> None:
+        if path.suffix == ".ids":
+            raise OSError("disk full")
+        real_append(path, data)
+
+    monkeypatch.setattr(mw, "_append_durably", crash_at_the_index)
+    with pytest.raises(OSError):
+        writer.write(batch)
+    monkeypatch.undo()
+
+    assert writer.write(batch) == 1
+    assert markdown(tmp_path) == "user: once\n"
+
+
+def test_a_torn_index_line_is_cut_off_with_its_markdown(tmp_path: Path) -> None:
+    first = user("kept")
+    write(tmp_path, [first])
+    lost = user("lost")
+    with (tmp_path / "s-1.md").open("ab") as handle:
+        handle.write(b"user: lost\n")
+    with (tmp_path / ".index" / "s-1.ids").open("ab") as handle:
+        handle.write(b'[21, "' + lost["id"].encode())  # no newline: the crash came mid-line
+
+    assert write(tmp_path, [first, lost, user("next")]) == 2
+
+    assert markdown(tmp_path) == "user: kept\nuser: lost\nuser: next\n"
+    assert (tmp_path / ".index" / "s-1.ids").read_text().count("\n") == 3
+
+
+def test_a_mirror_dropped_as_a_repeat_stays_dropped_when_delivered_again(tmp_path: Path) -> None:
+    reply = assistant("Same words.")
+    records = [("s-1", raw(e)) for e in (reply, mirror("Same words."), user("more"))]
+    mw.MemoryWriter(tmp_path).write(records)
+    before = markdown(tmp_path)
+
+    assert mw.MemoryWriter(tmp_path).write(records) == 0
+    assert markdown(tmp_path) == before == "assistant: Same words.\nuser: more\n"
+
+
+def test_sessions_leaving_the_cache_lose_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mw, "CACHED_SESSIONS", 1)
+    writer = mw.MemoryWriter(tmp_path)
+    batch = [(f"s-{n % 3}", raw(user(f"turn {n}"))) for n in range(9)]
+
+    assert writer.write(batch) == 9
+    assert writer.write(batch) == 0
+
+    assert markdown(tmp_path, "s-2") == "user: turn 2\nuser: turn 5\nuser: turn 8\n"
+
+
+def test_a_writer_reloads_sessions_another_writer_appended_to_after_a_rebalance(
+    tmp_path: Path,
+) -> None:
+    first, second = mw.MemoryWriter(tmp_path), mw.MemoryWriter(tmp_path)
+    first.write([("s-1", raw(user("one")))])
+    second.write([("s-1", raw(user("two")))])  # the partition moved to the second writer
+    first.forget()  # ... and back: revoked partitions make the first writer forget
+    third = user("three")
+
+    assert first.write([("s-1", raw(third))]) == 1
+    second.forget()  # a redelivery to the second writer, after the next rebalance
+    assert second.write([("s-1", raw(third))]) == 0
+
+    assert markdown(tmp_path) == "user: one\nuser: two\nuser: three\n"
+    assert mw.MemoryWriter(tmp_path).write([("s-1", raw(third))]) == 0
+
+
+def test_a_markdown_file_shorter_than_its_index_is_refused(tmp_path: Path) -> None:
+    write(tmp_path, [user("hello")])
+    (tmp_path / "s-1.md").write_text("")
+    with pytest.raises(RuntimeError, match="shorter than its index"):
+        write(tmp_path, [user("again")])
