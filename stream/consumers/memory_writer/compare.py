@@ -1,20 +1,25 @@
-"""The demo's proof: how many lines of each memory file repeat an earlier line verbatim, for
-the same sessions written from the raw topic and from the clean topic."""
+"""The demo's proof: how many lines of each memory file repeat an earlier line, for the same
+sessions written from the raw topic and from the clean topic.
+
+A line repeats an earlier one when it says the same words (whitespace aside), whatever its
+label: `assistant (delivered): X` after `assistant: X` is the reply twice to whoever reads the
+memory.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
-from stream.consumers.memory_writer.render import split_lines
+from stream.consumers.memory_writer.render import line_text, split_lines
 
 
 def duplicate_lines(directory: Path) -> dict[str, tuple[int, int]]:
-    """Per memory file (session file name): (lines, lines repeating an earlier one verbatim)."""
+    """Per memory file (session file name): (lines, lines repeating an earlier one)."""
     counts = {}
     for path in sorted(Path(directory).glob("*.md")):
         lines = split_lines(path.read_bytes().decode("utf-8", "replace"))
-        seen = Counter(lines)
+        seen = Counter(line_text(line) for line in lines)
         counts[path.stem] = (len(lines), sum(n - 1 for n in seen.values()))
     return counts
 

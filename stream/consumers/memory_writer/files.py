@@ -16,12 +16,12 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from stream.consumers.memory_writer.render import line_text, render, split_lines
+from stream.consumers.memory_writer.render import render
 from stream.engine.entry import Entry, MalformedEntry, parse
 from stream.engine.text import digest64
 
 INDEX_DIR = ".index"
-CACHED_SESSIONS = 1000  # sessions whose ids and texts stay in memory between batches
+CACHED_SESSIONS = 1000  # sessions whose ids stay in memory between batches
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -42,7 +42,6 @@ class SessionMemory:
         self.size = 0  # size of the markdown file after the last indexed line
         self._load_index()
         self._recover_markdown()
-        self.texts = [line_text(line) for line in split_lines(self._read_markdown())]
         self._pending: list[tuple[str, bytes]] = []
 
     def _load_index(self) -> None:
@@ -65,19 +64,14 @@ class SessionMemory:
         elif actual < self.size:
             raise RuntimeError(f"{self.markdown} is shorter than its index says; it was edited")
 
-    def _read_markdown(self) -> str:
-        data = self.markdown.read_bytes() if self.markdown.exists() else b""
-        return data.decode("utf-8", "replace")
-
     def add(self, entry: Entry) -> None:
         if entry.id is None or entry.id in self.ids:
             return  # written before: this is a redelivery
-        line = render(entry, self.texts)
+        line = render(entry)
         if line is None:
             return  # nothing to remember: no need to index it, rendering it again skips it too
         data = line.encode("utf-8", "replace")  # lone surrogates cannot be UTF-8: "?"
         self.ids.add(entry.id)
-        self.texts.append(line_text(data.decode("utf-8")))
         self._pending.append((entry.id, data))
 
     def flush(self) -> int:

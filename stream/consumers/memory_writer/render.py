@@ -9,10 +9,14 @@
 
 One message is one *line* of the file: a `role: ` head line plus its continuation lines (every
 line of the text after the first, indented by two spaces). Only user and assistant messages
-with visible text are written. A transcript-only mirror (what the gateway delivered, not a
-model reply) is written as `assistant (delivered): ...` when its text adds something, and left
-out when the file already holds that text. Tool results, custom entries and every other entry
-type are not written.
+with visible text are written; a transcript-only mirror (what the gateway delivered, not a
+model reply) as `assistant (delivered): ...`. Tool results, custom entries and every other
+entry type are not written.
+
+The writer renders; the engine decides. Whether an entry repeats another is the engine's
+verdict alone: the clean topic holds what it kept, and every kept message with visible text is
+written here, whatever it repeats. A second, weaker copy filter here would hide the
+engine's misses from the raw-vs-clean comparison and from the tests that count doubled lines.
 """
 
 from __future__ import annotations
@@ -24,12 +28,8 @@ USER, ASSISTANT, DELIVERED = "user", "assistant", "assistant (delivered)"
 INDENT = "  "
 
 
-def render(entry: Entry, written: list[str]) -> str | None:
-    """The markdown line of `entry` (ending in a newline), or None when it is not written.
-
-    `written` holds the normalized texts of the session's lines so far; a mirror whose text is
-    already in one of them repeats what the memory holds and is left out.
-    """
+def render(entry: Entry) -> str | None:
+    """The markdown line of `entry` (ending in a newline), or None when it is not written."""
     if entry.role == USER:
         label = USER
     elif entry.role == ASSISTANT:
@@ -39,24 +39,12 @@ def render(entry: Entry, written: list[str]) -> str | None:
     text = entry.visible_text.strip()
     if not text:
         return None  # tool calls only, an error or an abort: nothing was said
-    if label == DELIVERED and _repeats(entry.normalized_text, written):
-        return None
     first, *rest = text.splitlines()
     # Continuation lines are indented so that every line that starts a message starts with
     # its role. Trailing whitespace is dropped: invisible, and a hard break to markdown.
     lines = [f"{label}: {first.rstrip()}"]
     lines += [INDENT + line.rstrip() if line.strip() else "" for line in rest]
     return "\n".join(lines) + "\n"
-
-
-def _repeats(text: str, written: list[str]) -> bool:
-    """`text` occurs, as whole words, in an earlier line: a delivered copy or a chunk of it.
-
-    The comparison is on normalized text (whitespace collapsed, reply directives gone), the
-    engine's own notion of "the same words".
-    """
-    needle = f" {text} "
-    return any(needle in f" {earlier} " for earlier in written)
 
 
 def split_lines(markdown: str) -> list[str]:

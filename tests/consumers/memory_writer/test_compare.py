@@ -11,7 +11,9 @@ def test_duplicate_line_report_counts_per_session_and_in_total(tmp_path: Path) -
     raw_dir, clean_dir = tmp_path / "raw", tmp_path / "clean"
     raw_dir.mkdir()
     clean_dir.mkdir()
-    (raw_dir / "a.md").write_text("user: x\nassistant: y\n  z\nassistant: y\n  z\nassistant: y\n")
+    # the delivered copy says the words of the reply before it: a repeat, whatever its label
+    (raw_dir / "a.md").write_text(
+        "user: x\nassistant: y\n  z\nassistant (delivered): y\n  z\nassistant: y\n")
     (raw_dir / "b.md").write_text("user: x\nuser: x\nuser: x\n")
     (clean_dir / "a.md").write_text("user: x\nassistant: y\n  z\nassistant: y\n")
     (clean_dir / "b.md").write_text("user: x\n")

@@ -42,7 +42,6 @@ def test_a_session_becomes_one_markdown_file(tmp_path: Path) -> None:
         tool_result("renamed"),
         custom(),
         reply,
-        mirror("Done.\nBoth files.", parent=reply["id"]),  # the delivered copy
         mirror("Rusdi, the files are renamed."),  # what a message tool sent
     ]
 
@@ -86,7 +85,7 @@ def test_records_delivered_again_write_nothing(tmp_path: Path) -> None:
     entries = [user("hello"), assistant("Hi!"), mirror("Hi!"), mirror("Delivered text")]
     records = [("s-1", raw(e)) for e in entries]
     writer = mw.MemoryWriter(tmp_path)
-    assert writer.write(records) == 3
+    assert writer.write(records) == 4
     before = markdown(tmp_path)
 
     assert writer.write(records) == 0  # the same writer, as after a failed commit
@@ -170,16 +169,6 @@ def test_a_torn_index_line_is_cut_off_with_its_markdown(tmp_path: Path) -> None:
 
     assert markdown(tmp_path) == "user: kept\nuser: lost\nuser: next\n"
     assert (tmp_path / ".index" / "s-1.ids").read_text().count("\n") == 3
-
-
-def test_a_mirror_dropped_as_a_repeat_stays_dropped_when_delivered_again(tmp_path: Path) -> None:
-    reply = assistant("Same words.")
-    records = [("s-1", raw(e)) for e in (reply, mirror("Same words."), user("more"))]
-    mw.MemoryWriter(tmp_path).write(records)
-    before = markdown(tmp_path)
-
-    assert mw.MemoryWriter(tmp_path).write(records) == 0
-    assert markdown(tmp_path) == before == "assistant: Same words.\nuser: more\n"
 
 
 def test_sessions_leaving_the_cache_lose_nothing(
