@@ -98,6 +98,7 @@ async def _compare_memory(settings: Settings) -> None:
     for name, topic in (("raw", settings.input_topic), ("clean", settings.clean_topic)):
         folder = Path(settings.data_dir) / "memory" / name
         shutil.rmtree(folder, ignore_errors=True)
+        folder.parent.mkdir(parents=True, exist_ok=True)
         group = f"{settings.app_id}-dev-{name}-{os.getpid()}-{time.time_ns()}"
         await consume(settings, topic, MemoryWriter(folder), group, follow=False)
         folders[name] = folder

@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from stream.consumers.memory_writer.files import MemoryWriter, file_name
+from stream.consumers.memory_writer.render import CONVERSATION
 
 _ids = itertools.count(1)
 
@@ -63,6 +64,14 @@ def raw(entry: dict) -> bytes:
 def markdown(out: Path, session_id: str = "s-1") -> str:
     path = out / f"{file_name(session_id)}.md"
     return path.read_text() if path.exists() else ""
+
+
+def conversation(out: Path, session_id: str = "s-1") -> str:
+    """The file's messages and day headings: what follows its header."""
+    text = markdown(out, session_id)
+    _, found, rest = text.partition(CONVERSATION + "\n\n")
+    assert found or not text, f"no {CONVERSATION!r} heading in {text!r}"
+    return rest
 
 
 def write(out: Path, entries: list[dict], session_id: str = "s-1") -> int:

@@ -19,7 +19,7 @@ from aiokafka.errors import KafkaError
 
 from stream.consumers.memory_writer.compare import duplicate_line_report, format_report
 from stream.consumers.memory_writer.consume import consume
-from stream.consumers.memory_writer.files import MemoryWriter
+from stream.consumers.memory_writer.files import MemoryFolderError, MemoryWriter
 from stream.kafka.consumer import TopicMissing, cannot_read
 from stream.kafka.retry import quiet_client_logs
 from stream.settings import Settings, add_options
@@ -54,19 +54,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(
     args: argparse.Namespace, stdout: TextIO | None = None, stderr: TextIO | None = None
 ) -> int:
-    """Exit 0 at the end (--once) or on Ctrl-C, 1 when the broker or the topic is not there."""
+    """Exit 0 at the end (--once) or on Ctrl-C, 1 when the broker or the topic is not there,
+    2 when --out cannot hold the memory files (said in one line, before any broker is asked)."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     if args.compare:
         print(format_report(duplicate_line_report(*map(Path, args.compare))), file=stdout)
         return 0
+    try:
+        writer = MemoryWriter(Path(args.out))
+    except MemoryFolderError as error:
+        print(f"session-stream memory-writer: --out {error}", file=stderr)
+        return 2
     logging.basicConfig(level=logging.WARNING,
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     quiet_client_logs()
     settings = Settings.load(args)
     topic = settings.clean_topic if args.topic == "clean" else settings.input_topic
     group = args.group or f"{settings.app_id}-memory-writer"
-    writer = MemoryWriter(Path(args.out))
     try:
         stats = asyncio.run(consume(settings, topic, writer, group, follow=not args.once))
     except KeyboardInterrupt:

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from stream.consumers.memory_writer.render import line_text, split_lines
+from stream.consumers.memory_writer.render import line_text, message_lines
 
 
 def duplicate_lines(directory: Path) -> dict[str, tuple[int, int]]:
     """Per memory file (session file name): (lines, lines repeating an earlier one)."""
     counts = {}
     for path in sorted(Path(directory).glob("*.md")):
-        lines = split_lines(path.read_bytes().decode("utf-8", "replace"))
+        lines = message_lines(path.read_bytes().decode("utf-8", "replace"))
         seen = Counter(line_text(line) for line in lines)
         counts[path.stem] = (len(lines), sum(n - 1 for n in seen.values()))
     return counts

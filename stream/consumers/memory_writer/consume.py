@@ -89,8 +89,11 @@ async def consume(
             if batches:
                 stats.records += sum(map(len, batches.values()))
                 # A session's records share a key, hence a partition, and come in order.
+                # The headers carry what the source knew of the session (its key, agent, the
+                # session it follows), for the file's header.
                 stats.lines += writer.write(
-                    (record.key.decode("utf-8", "replace"), record.value)
+                    (record.key.decode("utf-8", "replace"), record.value,
+                     tuple(record.headers or ()))
                     for records in batches.values()
                     for record in records
                     if record.key is not None and record.value is not None

@@ -14,7 +14,7 @@ from stream.consumers.memory_writer import command as mw
 from stream.kafka.admin import create_topics
 from stream.settings import Settings
 from tests.consumers.memory_writer.test_consume import publish
-from tests.support.memory import assistant, markdown, raw, user
+from tests.support.memory import assistant, conversation, raw, user
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -43,6 +43,18 @@ def test_out_or_compare_is_required() -> None:
     assert (args.topic, args.once, args.group) == ("clean", False, None)
 
 
+def test_a_folder_that_cannot_hold_the_files_is_refused_before_the_broker(tmp_path: Path) -> None:
+    # no broker listens there: the folder is refused first, in one line
+    out = tmp_path / "no-workspace" / "memory"
+    args = parse_args(["--out", str(out), "--broker", f"kafka://127.0.0.1:{free_port()}"])
+    stderr = io.StringIO()
+    assert mw.main(args, stderr=stderr) == 2
+    assert stderr.getvalue() == (
+        f"session-stream memory-writer: --out {out}: {out.parent} does not exist (name an "
+        "OpenClaw workspace's memory folder, or a folder in memory.search.extraPaths)\n")
+    assert not out.parent.exists()
+
+
 def test_an_unreachable_broker_is_reported(tmp_path: Path) -> None:
     args = parse_args(
         ["--out", str(tmp_path), "--once", "--broker", f"kafka://127.0.0.1:{free_port()}"]
@@ -63,7 +75,7 @@ def test_main_writes_a_topic_once_and_stops(broker: RunningBroker, tmp_path: Pat
 
     assert mw.main(parse_args([*argv, "--app-id", "mw-main-app"]), stderr=stderr) == 0
 
-    assert markdown(tmp_path) == "user: hello\nassistant: Hi!\n"
+    assert conversation(tmp_path) == "user: hello\nassistant: Hi!\n"
     assert "2 lines from 2 records of mw-main written to" in stderr.getvalue()
     missing = ["--out", str(tmp_path), "--once", "--broker", broker.url, "--topic", "input"]
     assert mw.main(parse_args([*missing, "--input-topic", "mw-none"]), stderr=stderr) == 1
