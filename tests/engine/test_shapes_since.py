@@ -291,6 +291,15 @@ def test_every_run_keeps_one_prompt_when_a_person_sends_the_same_words_again():
     }
 
 
+def test_the_same_words_through_the_codex_harness_after_the_answer_are_a_new_message():
+    """A run through a channel has one prompt row, the mirror's; the same words after the HTTP
+    run was answered, with no HTTP row of their own, are a person's new message."""
+    http, answer = _http_row(), assistant("Three PRs are open: ...")
+    later = _codex_row("turn-2")
+    verdicts = run([header(), http, answer, later, assistant("Still three.")])
+    assert not drops(verdicts)
+
+
 @pytest.mark.parametrize("case", ["other words", "an unkeyed opener", "not a prompt identity"])
 def test_codex_prompt_near_misses_are_kept(case):
     http, codex = _http_row(), _codex_row()

@@ -18,6 +18,7 @@ from stream.engine.context import Context
 from stream.engine.entry import Entry, positional_scope
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
+from stream.engine.state import USER
 
 IDEMPOTENT_REPLAY: Final[DropRule] = DropRule(
     "idempotent_replay",
@@ -173,13 +174,20 @@ def announce_retry(ctx: Context, key_use: KeyUse) -> Drop | None:
 def codex_prompt_mirror(ctx: Context, key_use: KeyUse) -> Drop | None:
     """A run's prompt written by both of its writers (#141233): the HTTP API's row keyed under
     `__openclaw`, and the Codex mirror's keyed `codex-app-server:…:<turnId>:prompt`, in either
-    order, with one role and content, the later in the turn the earlier opened. The mirror
-    writes one prompt per turn, so two of its prompts with the same words are two runs, and a
-    prompt whose turn was opened by an unkeyed message may be a person's words again: kept."""
-    if ctx.entry.role != "user":
+    order, with one role and content, the later directly after the earlier: both are written
+    before the run's first reply. The mirror writes one prompt per turn, so two of its prompts
+    with the same words are two runs; a prompt after a reply, or whose turn was opened by an
+    unkeyed message, may be a person's words again: kept."""
+    state = ctx.state
+    if ctx.entry.role != "user" or state.last_role != USER:
         return None
     opener = ctx.recall(_OPENER)
-    if opener is None or opener[0] != ctx.state.turn_seq or opener[2] == ctx.entry.id:
+    if (
+        opener is None
+        or opener[0] != state.turn_seq
+        or opener[2] != state.last_id
+        or opener[2] == ctx.entry.id
+    ):
         return None
     if opener[3] == _is_codex_prompt(key_use.key) or opener[1] != key_use.fingerprint:
         return None
