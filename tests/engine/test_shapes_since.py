@@ -509,3 +509,17 @@ def test_a_second_root_with_a_message_of_its_own_is_the_rewritten_entry():
         twin["id"]: ("rewrite_copy", original["id"])
         for twin, original in zip(branch[1:], originals[1:], strict=True)
     }
+
+
+def test_a_queued_prompt_appended_again_byte_for_byte_is_the_same_message():
+    """#83404 when a candidate re-persists the queued message as it was (its numeric timestamp
+    too): the same message persisted twice, rule 2c's evidence, and the reply moves below it."""
+    first = stamped(user(QUEUED), 1779100000000)
+    stub = assistant(content=[], error="HTTP 500 from upstream", usage=zero_usage())
+    again = copied(first, stub["id"])
+    reply = assistant("Staging logs are clean.")
+    verdicts = run([header(), user("deploy"), assistant("Deploying."), first, stub, again, reply])
+    assert drops(verdicts) == {again["id"]: ("persisted_copy", first["id"])}
+    assert parents(verdicts)[reply["id"]] == first["id"]
+    assert not alerts(verdicts, "retried_prompt")
+    assert_valid_tree(verdicts)
