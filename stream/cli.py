@@ -44,6 +44,11 @@ def _add_clean(commands: argparse._SubParsersAction) -> None:
         default=0,
         help="put the first N characters of an entry's text into its alerts (default: none)",
     )
+    clean.add_argument(
+        "--heartbeat-prompt",
+        default="",
+        help="the heartbeat prompt OpenClaw is configured with, if not its default",
+    )
     clean.set_defaults(handler=offline.main)
 
 

@@ -88,7 +88,8 @@ def create_app(settings: Settings) -> Worker:
     store = TableStore(internals.table_dict(sessions), internals.table_dict(memory),
                        sessions.changelog_topic_name, memory.changelog_topic_name)
     processor = BatchProcessor(
-        Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars)),
+        Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars,
+                      heartbeat_prompt=settings.heartbeat_prompt)),
         store,
         settings,
     )
