@@ -32,6 +32,7 @@ SILENT_TURN_REPLAY: Final[DropRule] = DropRule(
     lambda entry: {**text_evidence(entry), "model": entry.provider_model[1]},
 )
 
+
 def delivery_mirror_duplicate(ctx: Context) -> Drop | None:
     """A mirror that repeats a model reply of its turn. What it is compared with depends on
     the correlation it carries: the reply it names as its source; with an identity of its
