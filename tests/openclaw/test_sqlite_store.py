@@ -23,6 +23,8 @@ from tests.support.openclaw import shapes
 from tests.support.openclaw.gateway import COMPLETIONS_MODEL_ID, COMPLETIONS_PROVIDER, Gateway
 from tests.support.openclaw.memory import (
     MemoryRun,
+    apply_wiring,
+    documented_wiring,
     findable,
     phrase,
     reply_rows,
@@ -232,3 +234,14 @@ def test_our_files_carry_the_session_facts_the_store_knew(memory_run: MemoryRun)
     assert "- **Agent**: main\n" in text
     # the hook's own file, for comparison, is in its format
     assert memory_run.hook_file.read_text().startswith("# Session: ")
+
+
+def test_the_documented_wiring_is_config_openclaw_takes(store_run: StoreRun) -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "memory.md"
+    commands, configs = documented_wiring(docs)
+    assert commands == ["openclaw hooks disable session-memory"]
+    assert all(c["memory"]["search"]["sources"] == ["memory"] for c in configs)
+    assert all(c["memory"]["search"]["rememberAcrossConversations"] is False for c in configs)
+    config = apply_wiring(store_run.gateway, docs, store_run.work / "wired.json")
+    assert config["hooks"]["internal"]["entries"]["session-memory"]["enabled"] is False
+    assert config["memory"]["search"]["sources"] == ["memory"]

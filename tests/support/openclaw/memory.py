@@ -231,3 +231,28 @@ def reply_rows(run: MemoryRun, query: str, transcripts: dict[str, list[bytes]],
             counts["expected"] = (1, sum(k.startswith(text) for k in kept))
             rows[text] = counts
     return rows
+
+
+def documented_wiring(docs: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """The shell commands (lines starting `openclaw `) and the JSON config blocks of the
+    wiring `docs` (docs/memory.md) tells a user to copy."""
+    text = docs.read_text()
+    blocks = re.findall(r"```(\w+)\n(.*?)```", text, flags=re.S)
+    commands = [line.split("#")[0].strip() for kind, body in blocks if kind == "sh"
+                for line in body.splitlines() if line.startswith("openclaw ")]
+    configs = [json.loads(body) for kind, body in blocks if kind == "json"]
+    return commands, configs
+
+
+def apply_wiring(gateway: Gateway, docs: Path, out: Path) -> dict[str, Any]:
+    """The documented wiring applied to a copy of the gateway's config by OpenClaw itself (its
+    `hooks disable`, its `config validate`); the config it leaves."""
+    commands, configs = documented_wiring(docs)
+    config = json.loads(gateway.config_path.read_text())
+    for block in configs:
+        config["memory"] = {**config.get("memory", {}), **block["memory"]}
+    out.write_text(json.dumps(config, indent=2))
+    for command in commands:
+        gateway.cli(*command.split()[1:], config=out)
+    gateway.cli("config", "validate", config=out)
+    return json.loads(out.read_text())
