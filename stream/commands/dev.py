@@ -35,6 +35,7 @@ from stream.sources.produce import produce_files
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sessions"
 # How long the outputs must stay unchanged before the memory files are compared.
 QUIET_SECONDS = 3.0
+SHOWN_LINES = 24  # of the memory file shown before the raw-vs-clean table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,10 +103,26 @@ async def _compare_memory(settings: Settings) -> None:
         group = f"{settings.app_id}-dev-{name}-{os.getpid()}-{time.time_ns()}"
         await consume(settings, topic, MemoryWriter(folder), group, follow=False)
         folders[name] = folder
+    report = duplicate_line_report(folders["raw"], folders["clean"])
+    _show_memory_file(folders["clean"], report)
     print(f"memory files written from the raw and the clean topic ({folders['raw'].parent}):",
           file=sys.stderr)
-    report = duplicate_line_report(folders["raw"], folders["clean"])
     print(format_report(report), file=sys.stderr)
+
+
+def _show_memory_file(folder: Path, report: dict) -> None:
+    """One clean memory file as OpenClaw's memory would index it: the session whose raw file
+    repeats most lines."""
+    sessions = report["sessions"]
+    if not sessions:
+        return
+    name = max(sessions, key=lambda n: (sessions[n]["raw_duplicates"], n))
+    path = folder / f"{name}.md"
+    lines = path.read_text(errors="replace").splitlines()
+    shown = lines[:SHOWN_LINES] + ([f"  ... ({len(lines) - SHOWN_LINES} more lines)"]
+                                   if len(lines) > SHOWN_LINES else [])
+    print(f"the memory file of one session, from the clean topic ({path}):", file=sys.stderr)
+    print("\n".join(f"  | {line}" for line in shown), file=sys.stderr)
 
 
 async def _wait_for_worker(settings: Settings, timeout: float = 120.0) -> None:

@@ -57,8 +57,7 @@ class SessionMemory:
         self.ids: set[str] = set()
         self.size = 0  # size of the markdown file after the last indexed line
         self._load_index()
-        self.content = self._recover_markdown()
-        self.day = last_day(self.content.decode("utf-8", "replace"))
+        self.day = last_day(self._recover_markdown().decode("utf-8", "replace"))
         self._pending: list[tuple[str, bytes]] = []
 
     def _load_index(self) -> None:
@@ -113,11 +112,15 @@ class SessionMemory:
             end += len(data)
             # JSON with ASCII escapes: any id string, one line.
             records.append(json.dumps([end, entry_id]).encode("ascii") + b"\n")
-        content = self.content + b"".join(data for _, data in self._pending)
+        # Read again rather than kept: a thousand cached sessions would hold their whole text.
+        content = self.markdown.read_bytes() if self.size else b""
+        if len(content) != self.size:
+            raise RuntimeError(f"{self.markdown} changed under the writer; it was edited")
+        content += b"".join(data for _, data in self._pending)
         # Order matters: the markdown durable first, then the index that commits it.
         _replace_durably(self.markdown, content)
         _append_durably(self.index, b"".join(records))
-        count, self.size, self.content = len(self._pending), end, content
+        count, self.size = len(self._pending), end
         self._pending.clear()
         return count
 

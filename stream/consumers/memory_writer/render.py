@@ -34,7 +34,8 @@ One message is one *line* of the file: a `role: ` head line plus its continuatio
 line break `\\n` as part of the next word, so the first word of every later line of a
 message would not be found (`\\nsecond` is the token, not `second`). Its chunker
 (`chunkMarkdown`: ~1600-character windows of whole lines, with overlap) cuts between lines,
-and a line of ours is a line of the text, so a chunk holds whole lines of what was said.
+and a line of ours is a line of the text (a longer one cut at spaces, below), so a chunk holds
+whole lines of what was said.
 
 Only user and assistant messages with visible text are written; a transcript-only mirror
 (what the gateway delivered, not a model reply) as `assistant (delivered): ...`. Tool
@@ -59,6 +60,9 @@ from stream.engine.text import normalize
 USER, ASSISTANT, DELIVERED = "user", "assistant", "assistant (delivered)"
 LABELS = (f"{USER}: ", f"{ASSISTANT}: ", f"{DELIVERED}: ")
 INDENT = "  "
+# The longest line written: a quarter of memory-core's chunk window (400 tokens, 4 weighted
+# characters each), as a CJK character weighs up to 4 (`estimateStringChars`).
+WRAP = 400
 CONVERSATION = "## Conversation"
 DAY_HEADING = "### "
 # What a source knows of the session beyond its id, in the input records' headers
@@ -155,12 +159,29 @@ def render(entry: Entry) -> str | None:
     text = entry.visible_text.strip()
     if not text:
         return None  # tool calls only, an error or an abort: nothing was said
-    first, *rest = text.splitlines()
+    first, *rest = [piece for line in text.splitlines() for piece in _wrapped(line.rstrip())]
     # Continuation lines are indented so that every line that starts a message starts with
     # its role. Trailing whitespace is dropped: invisible, and a hard break to markdown.
-    lines = [f"{label}: {first.rstrip()}"]
-    lines += [INDENT + line.rstrip() if line.strip() else "" for line in rest]
+    lines = [f"{label}: {first}"]
+    lines += [INDENT + line if line.strip() else "" for line in rest]
     return "\n".join(lines) + "\n"
+
+
+def _wrapped(line: str) -> list[str]:
+    """`line` cut at spaces into pieces of at most WRAP characters (a longer word stays
+    whole). memory-core's chunker cuts a line longer than its window (1600 weighted
+    characters) wherever the window ends, inside a word, and the index then knows neither
+    half; a line this short is never cut."""
+    pieces = []
+    while len(line) > WRAP:
+        cut = line.rfind(" ", 0, WRAP + 1)
+        if cut <= 0:
+            cut = line.find(" ", WRAP)
+            if cut < 0:
+                break
+        pieces.append(line[:cut].rstrip())
+        line = line[cut:].lstrip()
+    return [*pieces, line]
 
 
 def split_lines(markdown: str) -> list[str]:

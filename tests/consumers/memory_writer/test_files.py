@@ -213,6 +213,18 @@ def test_a_writer_reloads_sessions_another_writer_appended_to_after_a_rebalance(
     assert mw.MemoryWriter(tmp_path).write([("s-1", raw(third))]) == 0
 
 
+def test_a_file_edited_while_the_writer_holds_its_session_is_not_overwritten(
+    tmp_path: Path,
+) -> None:
+    writer = mw.MemoryWriter(tmp_path)
+    writer.write([("s-1", raw(user("hello")))])
+    with (tmp_path / "s-1.md").open("a") as handle:
+        handle.write("my own note\n")
+    with pytest.raises(RuntimeError, match="changed under the writer"):
+        writer.write([("s-1", raw(user("again")))])
+    assert markdown(tmp_path).endswith("user: hello\nmy own note\n")
+
+
 def test_a_markdown_file_shorter_than_its_index_is_refused(tmp_path: Path) -> None:
     write(tmp_path, [user("hello")])
     (tmp_path / "s-1.md").write_text("")

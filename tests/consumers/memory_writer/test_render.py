@@ -20,6 +20,24 @@ def test_multi_line_text_continues_indented_and_keeps_empty_lines_empty() -> Non
     assert mw.render(entry) == "assistant: First line\n  - a\n\n\n    - b\n"
 
 
+def test_a_long_line_is_cut_at_spaces_so_no_chunk_of_openclaw_cuts_a_word() -> None:
+    words = [f"word{i:04d}" for i in range(300)]  # 2700 characters on one line
+    line = mw.render(parse(raw(user(" ".join(words) + "\nnext"))))
+    physical = line.splitlines()
+    assert all(len(p) <= mw.WRAP + len("user: ") for p in physical)
+    assert physical[0].startswith("user: word0000 ")
+    assert all(p.startswith("  word") for p in physical[1:-1])
+    assert physical[-1] == "  next"
+    # nothing lost, nothing cut: the same words in the same order
+    assert " ".join(line.split()[1:]) == " ".join([*words, "next"])
+
+
+def test_a_word_longer_than_a_line_stays_whole() -> None:
+    long_word = "x" * (mw.WRAP * 2)
+    assert mw.render(parse(raw(user(f"see {long_word} there")))) == (
+        f"user: see\n  {long_word}\n  there\n")
+
+
 def test_text_blocks_are_joined_and_other_blocks_left_out() -> None:
     content = [
         {"type": "text", "text": "one"},
