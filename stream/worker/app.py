@@ -18,8 +18,8 @@ from stream.kafka.admin import partition_counts
 from stream.kafka.configuration import MAX_RECORD_BYTES, client_options, faust_credentials
 from stream.kafka.producer import make_producer
 from stream.settings import Settings
-from stream.worker.checkpoint import Checkpoint
-from stream.worker.lane import LaneApp, LaneConsumer
+from stream.worker.commit import Committer
+from stream.worker.lane import LaneApp
 from stream.worker.metrics import Readings, WorkerMetrics
 from stream.worker.processor import BatchProcessor
 from stream.worker.tables import TableStore
@@ -37,7 +37,7 @@ MEMORY_TABLE = "memory"
 
 @dataclass
 class Worker:
-    app: faust.App
+    app: LaneApp
     processor: BatchProcessor
     store: TableStore
     settings: Settings
@@ -54,6 +54,9 @@ def create_app(settings: Settings) -> Worker:
     app = LaneApp(
         settings.app_id,
         make_producer=lambda: make_producer(settings),
+        # at the app's start, when `metrics` (below) exists
+        make_committer=lambda producer, acknowledger: Committer(
+            producer, acknowledger, settings.dlq_topic, metrics),
         broker=settings.broker,
         broker_credentials=faust_credentials(settings),
         store="memory://",
@@ -117,17 +120,15 @@ def create_app(settings: Settings) -> Worker:
 
 
 def _batch_handler(worker: Worker):
-    """The lane's handler. A batch is processed and its state written to the tables at once;
-    its checkpoint (stream.worker.checkpoint) commits it while the next batch is fetched and
-    processed, after the checkpoint of the batch before."""
+    """The lane's handler: a batch is processed, its state written to the tables at once, and
+    handed to the app's committer, which returns once the batch before it is committed."""
     settings = worker.settings
     last_sweep = time.monotonic()
-    committing: asyncio.Future | None = None
 
     async def clean(messages: list[Message]) -> None:
         # Runs inside Faust's fetcher: nothing may escape it. The engine dead-letters what it
         # cannot process, and delivery is retried until the broker has every record.
-        nonlocal last_sweep, committing
+        nonlocal last_sweep
         started = time.monotonic()
         sweep = started - last_sweep >= settings.ttl_sweep_interval
         if sweep:
@@ -137,19 +138,9 @@ def _batch_handler(worker: Worker):
         if batch.forgotten:
             log.info("forgot %d sessions idle longer than %ss", batch.forgotten,
                      settings.session_ttl)
-        previous = committing
-        checkpoint = Checkpoint(batch, messages, started=started, previous=previous)
-        committing = asyncio.ensure_future(checkpoint.commit(
-            worker.app.batch_producer, _consumer(worker.app), settings.dlq_topic,
-            worker.metrics))
-        if previous is not None:
-            await previous
+        await worker.app.committer.commit(batch, messages, started=started)
 
     return clean
-
-
-def _consumer(app: faust.App) -> LaneConsumer:
-    return app.consumer  # type: ignore[return-value]
 
 
 def _owned(app: faust.App, topic: str) -> set[int]:

@@ -5,10 +5,10 @@ Faust hands every record to its agents one at a time, and per record it starts f
 costs more than the cleaning itself (docs/performance.md). The lane takes the lane topic's
 records out of each fetch as one batch and awaits the handler with them inside the fetcher.
 Everything else stays Faust's: the consumer group and its assignment (the topic is subscribed
-like any agent's and co-partitioned with the tables), table recovery, and commits, which
-follow the acks the handler gives once a batch is delivered (possibly after it returned).
-Records are tracked as in flight until acked, so a rebalance or a stop waits for them
-(`stream_wait_empty`) before partitions move or the final commit.
+like any agent's and co-partitioned with the tables), table recovery, and offset commits,
+which follow the acks the app's `Committer` (stream.worker.commit) gives, possibly after the
+handler returned. Records are tracked as in flight until acked, so a rebalance or a stop
+waits for them (`stream_wait_empty`) before partitions move or the final commit.
 
 Changelog records of the tables named with `restore_in_batches` are applied a fetch at a
 time too (`LaneConsumer._restore`); Faust's recovery still decides what to read and when
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import faust
@@ -28,42 +28,56 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
 from stream.kafka import internals
+from stream.worker.commit import Acknowledger, Committer
 
 LaneHandler = Callable[[list[Message]], Awaitable[None]]
 
 FETCH_MAX_WAIT_MS = 100
 
 
+MakeCommitter = Callable[[AIOKafkaProducer, Acknowledger], Committer]
+
+
 class LaneApp(faust.App):
-    """A Faust app whose consumer delivers the records of `lanes` topics in batches, with
-    an aiokafka producer of its own for handlers that send whole batches (Faust's producer
-    takes one record at a time)."""
+    """A Faust app whose consumer delivers the records of `lanes` topics in batches, and
+    whose `committer` commits them, with an aiokafka producer of its own that sends whole
+    batches (Faust's producer takes one record at a time) and the consumer's acks."""
 
     def __init__(self, *args: Any, make_producer: Callable[[], AIOKafkaProducer],
-                 **kwargs: Any) -> None:
+                 make_committer: MakeCommitter, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lanes: dict[str, LaneHandler] = {}
         self.restored_tables: set[str] = set()
         self._make_producer = make_producer
+        self._make_committer = make_committer
         self._batch_producer: AIOKafkaProducer | None = None
+        self._committer: Committer | None = None
 
     @property
-    def batch_producer(self) -> AIOKafkaProducer:
-        if self._batch_producer is None:
+    def committer(self) -> Committer:
+        if self._committer is None:
             raise RuntimeError("the app has not started")
-        return self._batch_producer
+        return self._committer
+
+    @property
+    def lane_consumer(self) -> LaneConsumer:
+        consumer = self.consumer
+        if not isinstance(consumer, LaneConsumer):
+            raise TypeError(f"the lane's transport makes LaneConsumers, not {type(consumer)}")
+        return consumer
 
     async def on_start(self) -> None:
-        # before the consumer starts, so a lane handler always finds the producer running
+        # before the consumer starts, so a lane handler always finds the committer running
         await super().on_start()
         self._batch_producer = self._make_producer()
         await self._batch_producer.start()
+        self._committer = self._make_committer(self._batch_producer, self.lane_consumer)
 
     async def on_stop(self) -> None:
         await super().on_stop()
         if self._batch_producer is not None:
             await self._batch_producer.stop()
-            self._batch_producer = None
+            self._batch_producer = self._committer = None
 
     def lane(self, topic: faust.TopicT, handler: LaneHandler) -> None:
         self.topics.add(topic)
@@ -85,17 +99,24 @@ class LaneConsumer(faust_aiokafka.Consumer):
         # per changelog partition, the offset of the last record left to Faust's recovery
         self._passed_on: dict[TP, int] = {}
 
+    def _lane_app(self) -> LaneApp:
+        app = self.app
+        if not isinstance(app, LaneApp):
+            raise TypeError(f"a LaneConsumer serves a LaneApp, not {type(app)}")
+        return app
+
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
-        lanes: dict[str, LaneHandler] = self.app.lanes  # type: ignore[attr-defined]
+        app = self._lane_app()
+        lanes = app.lanes
         batches: dict[str, list[Message]] = {}
         # Faust's own rule for records after a seek: older than the read offset is old news.
         read_offset = internals.read_offsets(self)
         unacked = internals.unacked_messages(self)
         restoring: dict[TP, list[Message]] = {}
-        restored_tables = self.app.restored_tables  # type: ignore[attr-defined]
+        restored_tables = app.restored_tables
         async for tp, message in super().getmany(timeout):
             if tp.topic not in lanes:
                 if tp.topic in restored_tables:
@@ -161,7 +182,7 @@ class LaneConsumer(faust_aiokafka.Consumer):
             self._passed_on[tp] = passed[-1].offset
         return passed
 
-    def ack_all(self, messages: list[Message]) -> None:
+    def ack_all(self, messages: Sequence[Message]) -> None:
         ack = self.ack
         for message in messages:
             ack(message)
