@@ -13,6 +13,10 @@ waits for them (`stream_wait_empty`) before partitions move or the final commit.
 Changelog records of the tables named with `restore_in_batches` are applied a fetch at a
 time too (`LaneConsumer._restore`); Faust's recovery still decides what to read and when
 it is done.
+
+What of Faust's machinery this needs (its consumer's offsets and acks bookkeeping, the hooks
+where the consumer is made, its recovery's progress) is reached through
+stream.kafka.internals only.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ class LaneApp(faust.App):
         self._make_committer = make_committer
         self._batch_producer: AIOKafkaProducer | None = None
         self._committer: Committer | None = None
+        # through Faust's public setter, before anything asks the app for its transport
+        self.transport = internals.lane_transport(LaneConsumer, FETCH_MAX_WAIT_MS)(
+            self.conf.broker_consumer, self)
 
     @property
     def committer(self) -> Committer:
@@ -89,9 +96,6 @@ class LaneApp(faust.App):
         no changelog callbacks: records are applied to the store as they are."""
         self.restored_tables.add(table.changelog_topic_name)
 
-    def _new_transport(self) -> Any:
-        return _Transport(self.conf.broker_consumer, self)
-
 
 class LaneConsumer(faust_aiokafka.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -104,9 +108,6 @@ class LaneConsumer(faust_aiokafka.Consumer):
         if not isinstance(app, LaneApp):
             raise TypeError(f"a LaneConsumer serves a LaneApp, not {type(app)}")
         return app
-
-    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
         app = self._lane_app()
@@ -146,7 +147,8 @@ class LaneConsumer(faust_aiokafka.Consumer):
     async def _handle(self, lanes: dict[str, LaneHandler],
                       batches: dict[str, list[Message]]) -> None:
         for topic, batch in batches.items():
-            self._mark_inbound({m.tp for m in batch})
+            # Faust's slow-processing checks read when a stream last took a record
+            internals.mark_inbound(self.app, {m.tp for m in batch}, time.monotonic())
             await lanes[topic](batch)
 
     def _restore(self, tp: TP, messages: list[Message]) -> list[Message]:
@@ -160,12 +162,8 @@ class LaneConsumer(faust_aiokafka.Consumer):
         the record passed on before it (its offset for the partition has reached it), and
         after Faust's own buffers were applied.
         """
-        recovery = self.app.tables.recovery
-        if tp in recovery.active_tps:
-            offsets = recovery.active_offsets
-        elif tp in recovery.standby_tps:
-            offsets = recovery.standby_offsets
-        else:
+        offsets = internals.recovery_offsets(self.app, tp)
+        if offsets is None:
             return messages
         seen = offsets.get(tp)
         passed_on = self._passed_on.get(tp)
@@ -174,8 +172,7 @@ class LaneConsumer(faust_aiokafka.Consumer):
         if behind or len(fresh) < 2:
             passed = fresh
         else:
-            recovery.flush_buffers()
-            recovery.tp_to_table[tp].apply_changelog_batch([_Change(m) for m in fresh[:-1]])
+            internals.apply_changelog(self.app, tp, fresh[:-1])
             offsets[tp] = fresh[-2].offset
             passed = fresh[-1:]
         if passed:
@@ -186,36 +183,3 @@ class LaneConsumer(faust_aiokafka.Consumer):
         ack = self.ack
         for message in messages:
             ack(message)
-
-    def _mark_inbound(self, tps: set[TP]) -> None:
-        # Faust's slow-processing checks read when a stream last took a record of a partition.
-        inbound = self.app.monitor.stream_inbound_time
-        now = time.monotonic()
-        for tp in tps:
-            inbound[tp] = now
-
-
-class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    def _create_worker_consumer(self, transport: Any) -> Any:
-        consumer = super()._create_worker_consumer(transport)
-        # Faust asks brokers to hold a fetch up to 1.5 s for new data, and aiokafka sends a
-        # broker no fetch while one is in flight: one partition at its end (an idle session,
-        # a small partition) then held every other partition on that broker for 1.5 s per
-        # round. Brokers still answer at once when data is there.
-        internals.set_fetch_max_wait(consumer, FETCH_MAX_WAIT_MS)
-        return consumer
-
-
-class _Change:
-    """What a table's `apply_changelog_batch` reads of a changelog event."""
-
-    __slots__ = ("key", "message", "value")
-
-    def __init__(self, message: Message) -> None:
-        self.key = message.key
-        self.value = message.value
-        self.message = message
-
-
-class _Transport(faust_aiokafka.Transport):
-    Consumer = LaneConsumer
