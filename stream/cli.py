@@ -7,7 +7,8 @@ import sys
 
 from stream.commands import clean as offline
 from stream.commands import dev
-from stream.consumers import memory_writer, tail
+from stream.consumers import tail
+from stream.consumers.memory_writer import command as memory_writer
 from stream.engine.context import DEFAULT_MAX_IDS
 from stream.kafka.configuration import SecurityError
 from stream.settings import Settings, add_options

@@ -24,7 +24,9 @@ from pathlib import Path
 import orjson
 
 from stream.brokers import RunningBroker, free_port, start_broker
-from stream.consumers import memory_writer
+from stream.consumers.memory_writer.compare import duplicate_line_report, format_report
+from stream.consumers.memory_writer.consume import consume
+from stream.consumers.memory_writer.files import MemoryWriter
 from stream.consumers.tail import format_record
 from stream.kafka.consumer import make_consumer, topic_partitions
 from stream.settings import ENV_PREFIX, Settings, add_options
@@ -96,14 +98,14 @@ async def _compare_memory(settings: Settings) -> None:
     for name, topic in (("raw", settings.input_topic), ("clean", settings.clean_topic)):
         folder = Path(settings.data_dir) / "memory" / name
         shutil.rmtree(folder, ignore_errors=True)
+        folder.parent.mkdir(parents=True, exist_ok=True)
         group = f"{settings.app_id}-dev-{name}-{os.getpid()}-{time.time_ns()}"
-        await memory_writer.consume(settings, topic, memory_writer.MemoryWriter(folder), group,
-                                    follow=False)
+        await consume(settings, topic, MemoryWriter(folder), group, follow=False)
         folders[name] = folder
     print(f"memory files written from the raw and the clean topic ({folders['raw'].parent}):",
           file=sys.stderr)
-    report = memory_writer.duplicate_line_report(folders["raw"], folders["clean"])
-    print(memory_writer.format_report(report), file=sys.stderr)
+    report = duplicate_line_report(folders["raw"], folders["clean"])
+    print(format_report(report), file=sys.stderr)
 
 
 async def _wait_for_worker(settings: Settings, timeout: float = 120.0) -> None:
