@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from stream.commands import clean as offline
-from stream.commands import dev
+from stream.commands import dev, gateway
 from stream.consumers import tail
 from stream.consumers.memory_writer import command as memory_writer
 from stream.engine.context import DEFAULT_MAX_IDS
@@ -14,7 +14,6 @@ from stream.kafka.configuration import SecurityError
 from stream.settings import Settings, add_options
 from stream.sources import follow, produce
 from stream.sources import sqlite as follow_sqlite
-from stream.sources.gateway import command as gateway
 
 
 def _add_clean(commands: argparse._SubParsersAction) -> None:
