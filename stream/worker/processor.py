@@ -2,10 +2,8 @@
 
 `process` runs the engine over a batch, then writes the state of every session it touched
 back to the table store in one transaction, and returns both the batch's output records and
-that transaction's changelog records. Sending them, in that order, and only then
-acknowledging the inputs is `stream.worker.checkpoint`'s: a crash before the changelog lands
-replays the batch against the old state, which reproduces the same outputs; a crash after it
-replays against the new state, which the engine recognises by source offset.
+that transaction's changelog records. Committing them (the order, and why) is
+`stream.worker.commit`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +14,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from stream.engine import Engine, KafkaSource, Session, SessionState, Verdict
+import orjson
+
+from stream.engine import DeadLetter, Engine, KafkaSource, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
 from stream.engine.tally import Tally
 from stream.settings import Settings
@@ -104,8 +104,8 @@ class _Open:
 
 @dataclass(slots=True)
 class ProcessedBatch:
-    """What a batch leaves behind, to be sent in this order: its outputs, then the changelog
-    of the state they came from."""
+    """What a batch leaves behind for its commit (stream.worker.commit): its outputs and the
+    changelog of the state they came from."""
 
     outputs: list[OutRecord]
     changelog: list[ChangelogRecord]
@@ -199,10 +199,19 @@ class BatchProcessor:
             yield OutRecord(settings.alerts_topic, partition, key, alert.to_bytes(), source)
         letter = verdict.dead_letter
         if letter is not None:
-            headers = [("reason", letter.reason.encode()), ("source", source_header(source))]
-            yield OutRecord(
-                settings.dlq_topic, partition, key, letter.to_bytes(), source, headers=headers
-            )
+            yield dead_letter_record(settings.dlq_topic, partition, key, letter, source)
+
+
+def dead_letter_record(dlq_topic: str, partition: int, key: bytes | None, letter: DeadLetter,
+                       source: KafkaSource, *, raw_omitted: bool = False) -> OutRecord:
+    """The record of a dead letter, with the reason and source headers consumers filter on;
+    `raw_omitted` for a letter that stands in for bytes too large to send."""
+    if raw_omitted:
+        value = orjson.dumps({**letter.as_json(), "raw_encoding": "omitted"})
+    else:
+        value = letter.to_bytes()
+    headers = [("reason", letter.reason.encode()), ("source", source_header(source))]
+    return OutRecord(dlq_topic, partition, key, value, source, headers=headers)
 
 
 def source_header(source: KafkaSource) -> bytes:

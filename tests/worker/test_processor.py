@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator
 
 from stream.engine import Engine, SessionState
 from stream.settings import Settings
-from stream.worker.checkpoint import too_large_notice
+from stream.worker.commit import too_large_notice
 from stream.worker.processor import BatchProcessor, InRecord
 from stream.worker.tables import StoredSession, TableStore, TransactionClosed
 from tests.support.builders import assistant, encode, header, mirror, user
