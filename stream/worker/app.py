@@ -13,12 +13,14 @@ from aiokafka.errors import KafkaError
 from faust.types import Message
 
 from stream.engine import Engine, Limits
+from stream.formats import state_format_for
 from stream.kafka import internals
 from stream.kafka.admin import partition_counts
 from stream.kafka.configuration import MAX_RECORD_BYTES, client_options, faust_credentials
 from stream.kafka.producer import make_producer
 from stream.settings import Settings
 from stream.worker.checkpoint import Checkpoint
+from stream.worker.codec import STATE_FORMAT
 from stream.worker.lane import LaneApp, LaneConsumer
 from stream.worker.metrics import Readings, WorkerMetrics
 from stream.worker.processor import BatchProcessor
@@ -86,7 +88,8 @@ def create_app(settings: Settings) -> Worker:
     app.restore_in_batches(sessions)
     app.restore_in_batches(memory)
     store = TableStore(internals.table_dict(sessions), internals.table_dict(memory),
-                       sessions.changelog_topic_name, memory.changelog_topic_name)
+                       sessions.changelog_topic_name, memory.changelog_topic_name,
+                       state_format_for(settings.upgrade_from) or STATE_FORMAT)
     processor = BatchProcessor(
         Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars)),
         store,

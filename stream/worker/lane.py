@@ -12,12 +12,16 @@ Records are tracked as in flight until acked, so a rebalance or a stop waits for
 
 Changelog records of the tables named with `restore_in_batches` are applied a fetch at a
 time too (`LaneConsumer._restore`); Faust's recovery still decides what to read and when
-it is done.
+it is done. Every changelog record is checked for a state format this version reads first
+(`LaneApp.refuse_too_new`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -27,7 +31,9 @@ from aiokafka import AIOKafkaProducer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
+from stream.formats import EXIT_CODE, FormatTooNew
 from stream.kafka import internals
+from stream.worker import codec
 
 LaneHandler = Callable[[list[Message]], Awaitable[None]]
 
@@ -75,6 +81,20 @@ class LaneApp(faust.App):
         no changelog callbacks: records are applied to the store as they are."""
         self.restored_tables.add(table.changelog_topic_name)
 
+    def refuse_too_new(self, tp: TP, messages: list[Message]) -> None:
+        """Stop the worker (exit code 4, one line) on a changelog record of a state format
+        newer than this version reads: read as absent, as an unreadable value is, it would
+        drop nothing its history proves and alert anew."""
+        where = f"{tp.topic} partition {tp.partition}"
+        try:
+            for message in messages:
+                if message.value is not None:
+                    codec.check(message.value, where)
+        except FormatTooNew as error:
+            print(f"session-stream worker: {error}", file=sys.stderr, flush=True)
+            logging.shutdown()
+            os._exit(EXIT_CODE)
+
     def _new_transport(self) -> Any:
         return _Transport(self.conf.broker_consumer, self)
 
@@ -115,6 +135,7 @@ class LaneConsumer(faust_aiokafka.Consumer):
             unacked.add(message)
             batches.setdefault(tp.topic, []).append(message)
         for tp, messages in restoring.items():
+            self.app.refuse_too_new(tp, messages)  # type: ignore[attr-defined]
             for message in self._restore(tp, messages):
                 yield tp, message
         if batches:
