@@ -8,10 +8,11 @@ them.
 
 Every value names its format (`STATE_FORMAT`, see CHANGELOG.md) in its first byte, the
 format's number. Values written before formats were named (session-stream 0.1.0) carry no
-byte and are format 1: every one of them is a MessagePack array (a session is
-[touched, partition, state], a remembered value a list), whose first byte is 0x90-0x9f, 0xdc
-or 0xdd, while a format byte is 2-0x7f, MessagePack's positive fixints, which no array
-begins with. So the first byte alone tells them apart.
+byte and are format 1: every one of them is an array (a session is [touched, partition,
+state], a remembered value a list), in MessagePack, whose first byte is 0x90-0x9f, 0xdc or
+0xdd, or, before 0a6424d, in JSON, whose first byte is "[" (0x5b). A format byte is 2-0x5a:
+MessagePack's positive fixints, which no array begins with, and below "[". So the first byte
+alone tells them apart.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import Final
 
 import msgpack
+import orjson
 
 from stream.formats import FormatTooNew
 
@@ -27,7 +29,8 @@ STATE_FORMAT: Final = 2
 # still read the tables (`--upgrade-from 0.1`, docs/upgrading.md).
 WRITABLE: Final = (1, 2)
 _TAG: Final = bytes([STATE_FORMAT])
-_LAST_TAG: Final = 0x7F
+_JSON_ARRAY: Final = 0x5B
+_LAST_TAG: Final = _JSON_ARRAY - 1
 
 _packer = msgpack.Packer(unicode_errors="surrogatepass")
 
@@ -43,7 +46,7 @@ def format_of(data: bytes) -> int:
     if not data:
         raise ValueError("an empty table value")
     first = data[0]
-    if 0x90 <= first <= 0x9F or first in (0xDC, 0xDD):
+    if 0x90 <= first <= 0x9F or first in (0xDC, 0xDD, _JSON_ARRAY):
         return 1
     if 2 <= first <= _LAST_TAG:
         return first
@@ -63,5 +66,7 @@ def unpack(data: bytes) -> list:
         return msgpack.unpackb(memoryview(data)[1:], unicode_errors="surrogatepass")
     if found == 1:
         # Format 2 holds format 1's lists unchanged: read as they are (upgraded in place).
+        if data[0] == _JSON_ARRAY:
+            return orjson.loads(data)
         return msgpack.unpackb(data, unicode_errors="surrogatepass")
     raise FormatTooNew("state", "a table value", found, STATE_FORMAT)

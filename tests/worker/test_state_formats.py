@@ -164,6 +164,15 @@ def test_a_session_of_a_newer_format_is_not_started_afresh() -> None:
     assert session_id  # the fixture has sessions
 
 
+def test_a_value_of_the_json_era_before_0a6424d_is_format_1_and_read() -> None:
+    value = [1780000000, 1, [3, 12345678901234567890, 7]]
+
+    written = orjson.dumps(value)
+
+    assert codec.format_of(written) == 1
+    assert codec.unpack(written) == value
+
+
 @pytest.mark.parametrize("first_byte", [0x00, 0x01, 0x80, 0xA0, 0xC0, 0xFF])
 def test_bytes_no_version_wrote_are_in_no_format(first_byte: int) -> None:
     with pytest.raises(ValueError, match=r"in no format|empty"):
