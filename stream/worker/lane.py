@@ -112,7 +112,8 @@ class LaneApp(faust.App):
                 if message.value is not None:
                     codec.check(message.value, where)
         except FormatTooNew as error:
-            print(f"session-stream worker: {error}", file=sys.stderr, flush=True)
+            # sys.stderr is Faust's logging proxy by now, which would prefix the line
+            print(f"session-stream worker: {error}", file=sys.__stderr__, flush=True)
             logging.shutdown()
             os._exit(EXIT_CODE)
 
