@@ -10,6 +10,7 @@ from stream.commands import dev, gateway
 from stream.consumers import tail
 from stream.consumers.memory_writer import command as memory_writer
 from stream.engine.context import DEFAULT_MAX_IDS
+from stream.formats import EXIT_CODE, FormatTooNew, describe
 from stream.kafka.configuration import SecurityError
 from stream.settings import Settings, add_options
 from stream.sources import follow, produce
@@ -79,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Clean AI-agent session transcripts: drop duplicate and echo entries, "
         "raise anomaly alerts.",
     )
+    parser.add_argument("--version", action="version", version=describe(),
+                        help="print the version and the formats of the state it stores")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_clean(commands)
     _add_worker(commands)
@@ -102,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except (offline.UsageError, SecurityError) as error:
         parser.error(str(error))  # exits 2, as argparse does for every usage error
+    except FormatTooNew as error:
+        print(f"session-stream {args.command}: {error}", file=sys.stderr)
+        return EXIT_CODE
     return 2
 
 

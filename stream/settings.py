@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 
 from stream.engine.context import DEFAULT_MAX_IDS
+from stream.formats import upgrade_from
 
 ENV_PREFIX = "SESSION_STREAM_"
 
@@ -92,6 +93,9 @@ OPTIONS: tuple[Option, ...] = (
            "unprocessed records but none was processed for this long (seconds; 0: never)",
            _seconds),
     Option("session_timeout", 10.0, "consumer group session timeout (seconds)", float),
+    Option("upgrade_from", "", "during a rolling upgrade from this release (0.1), write the "
+           "state in the format it reads; unset once no worker of it runs (docs/upgrading.md)",
+           upgrade_from),
     Option("log_level", "info", "worker log level (debug, info, warning, error, critical)",
            log_level),
     Option("security_protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
@@ -126,6 +130,7 @@ class Settings:
     startup_deadline: float
     stall_timeout: float
     session_timeout: float
+    upgrade_from: str
     log_level: str
     security_protocol: str
     ssl_cafile: str

@@ -1,9 +1,10 @@
 """The live sources' positions: where each source got to, saved after the broker acked, in the
 file its `--checkpoint` option names (not the worker's commit checkpoint, stream.worker.checkpoint).
 
-A positions file is one JSON object naming its source kind and origin (the folder or database
-it belongs to), replaced atomically: a crash leaves either the old or the new file, never half
-of one, so a restart neither loses nor re-sends records.
+A positions file is one JSON object naming its format (`"version"`: POSITIONS_FORMAT), its
+source kind and origin (the folder or database it belongs to), replaced atomically: a crash
+leaves either the old or the new file, never half of one, so a restart neither loses nor
+re-sends records.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from typing import Any
 
 import orjson
 
-VERSION = 1
+from stream.formats import FormatTooNew
+
+# Format 1 is the only one yet, since the first live sources (CHANGELOG.md). A newer one stops
+# the source (FormatTooNew): positions it cannot read would re-send or skip records.
+POSITIONS_FORMAT = 1
 
 
 class PositionsError(ValueError):
@@ -38,8 +43,11 @@ def load_positions(path: Path, kind: str, origin: str) -> dict[str, Any] | None:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise PositionsError(f"checkpoint {path} is not JSON: {error}") from error
-    if not isinstance(data, dict) or data.get("version") != VERSION or data.get("kind") != kind:
-        raise PositionsError(f"{path} is not a version {VERSION} {kind} checkpoint")
+    found = data.get("version") if isinstance(data, dict) else None
+    if isinstance(found, int) and not isinstance(found, bool) and found > POSITIONS_FORMAT:
+        raise FormatTooNew("positions", f"checkpoint {path}", found, POSITIONS_FORMAT)
+    if not isinstance(data, dict) or found != POSITIONS_FORMAT or data.get("kind") != kind:
+        raise PositionsError(f"{path} is not a format {POSITIONS_FORMAT} {kind} checkpoint")
     if data.get("origin") != origin:
         raise PositionsError(
             f"checkpoint {path} belongs to {data.get('origin')!r}, not {origin!r}; "
@@ -50,7 +58,7 @@ def load_positions(path: Path, kind: str, origin: str) -> dict[str, Any] | None:
 
 def save_positions(path: Path, kind: str, origin: str, content: dict[str, Any]) -> None:
     """Write the checkpoint durably: a temporary file, fsynced, renamed over the old one."""
-    data = {"version": VERSION, "kind": kind, "origin": origin, **content}
+    data = {"version": POSITIONS_FORMAT, "kind": kind, "origin": origin, **content}
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stream.engine import Engine, Limits
+from stream.formats import state_format_for
 from stream.kafka import internals
 from stream.kafka.configuration import MAX_RECORD_BYTES, faust_credentials
 from stream.kafka.producer import make_producer
 from stream.settings import Settings
 from stream.worker.batches import batch_handler
+from stream.worker.codec import STATE_FORMAT
 from stream.worker.commit import Committer
 from stream.worker.lag import Lag
 from stream.worker.lane import LaneApp
@@ -82,7 +84,8 @@ def create_app(settings: Settings) -> Worker:
     app.restore_in_batches(sessions)
     app.restore_in_batches(memory)
     store = TableStore(internals.table_dict(sessions), internals.table_dict(memory),
-                       sessions.changelog_topic_name, memory.changelog_topic_name)
+                       sessions.changelog_topic_name, memory.changelog_topic_name,
+                       state_format_for(settings.upgrade_from) or STATE_FORMAT)
     processor = BatchProcessor(
         Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars,
                       heartbeat_prompt=settings.heartbeat_prompt)),

@@ -12,7 +12,8 @@ waits for them (`stream_wait_empty`) before partitions move or the final commit.
 
 Changelog records of the tables named with `restore_in_batches` are applied a fetch at a
 time too (`LaneConsumer._restore`); Faust's recovery still decides what to read and when
-it is done.
+it is done. Every changelog record is checked first for a state format this version reads
+(`LaneApp.refuse_too_new`).
 
 What of Faust's machinery this needs (its consumer's offsets and acks bookkeeping, the hooks
 where the consumer is made, its recovery's progress) is reached through
@@ -22,6 +23,9 @@ stream.kafka.internals only.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -31,7 +35,9 @@ from aiokafka import AIOKafkaProducer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
+from stream.formats import EXIT_CODE, FormatTooNew
 from stream.kafka import internals
+from stream.worker import codec
 from stream.worker.commit import Acknowledger, Committer
 
 LaneHandler = Callable[[list[Message]], Awaitable[None]]
@@ -96,6 +102,21 @@ class LaneApp(faust.App):
         no changelog callbacks: records are applied to the store as they are."""
         self.restored_tables.add(table.changelog_topic_name)
 
+    def refuse_too_new(self, tp: TP, messages: list[Message]) -> None:
+        """Stop the worker (exit code 4, one line) on a changelog record of a state format
+        newer than this version reads: read as absent, as an unreadable value is, it would
+        drop nothing its history proves and alert anew."""
+        where = f"{tp.topic} partition {tp.partition}"
+        try:
+            for message in messages:
+                if message.value is not None:
+                    codec.check(message.value, where)
+        except FormatTooNew as error:
+            # sys.stderr is Faust's logging proxy by now, which would prefix the line
+            print(f"session-stream worker: {error}", file=sys.__stderr__, flush=True)
+            logging.shutdown()
+            os._exit(EXIT_CODE)
+
 
 class LaneConsumer(faust_aiokafka.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -137,6 +158,7 @@ class LaneConsumer(faust_aiokafka.Consumer):
             unacked.add(message)
             batches.setdefault(tp.topic, []).append(message)
         for tp, messages in restoring.items():
+            app.refuse_too_new(tp, messages)
             for message in self._restore(tp, messages):
                 yield tp, message
         if batches:

@@ -3,9 +3,10 @@ topic (or two plain dicts: the benchmark counts what the worker would write with
 
 `sessions` maps a session id to its `StoredSession` (a few hundred bytes); `memory` maps
 session + key to one remembered id, idempotency key or tool call. The store owns how values
-are encoded (`codec`) and what a stored session is. A batch writes through a
-`TableTransaction`: its writes change the tables at once, and `close()` ends it with the
-changelog records that make them durable, which the batch's commit sends.
+are encoded (`codec`, in the state format it was given to write) and what a stored session
+is. A batch writes through a `TableTransaction`: its writes change the tables at once, and
+`close()` ends it with the changelog records that make them durable, which the batch's
+commit sends.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ class StoredSession:
     touched: float
     partition: int
 
-    def to_bytes(self) -> bytes:
-        return codec.pack([int(self.touched), self.partition, self.state.to_list()])
+    def to_bytes(self, state_format: int = codec.STATE_FORMAT) -> bytes:
+        return codec.pack([int(self.touched), self.partition, self.state.to_list()],
+                          state_format)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> StoredSession:
@@ -60,15 +62,19 @@ class TableStore:
     changelog topics that make them durable."""
 
     def __init__(self, sessions: dict[bytes, bytes], memory: dict[bytes, bytes],
-                 sessions_topic: str, memory_topic: str) -> None:
+                 sessions_topic: str, memory_topic: str,
+                 state_format: int = codec.STATE_FORMAT) -> None:
+        if state_format not in codec.WRITABLE:
+            raise ValueError(f"state format {state_format} is not one this version writes")
         self._sessions = sessions
         self._memory = memory
         self._sessions_topic = sessions_topic
         self._memory_topic = memory_topic
+        self._state_format = state_format
 
     def transaction(self) -> TableTransaction:
         return TableTransaction(self._sessions, self._sessions_topic, self._memory,
-                                self._memory_topic)
+                                self._memory_topic, self._state_format)
 
     def load(self, session_id: str) -> StoredSession | None:
         data = self._sessions.get(session_id.encode())
@@ -92,11 +98,13 @@ class TableTransaction:
     them durable is the changelog `close` hands over."""
 
     def __init__(self, sessions: dict[bytes, bytes], sessions_topic: str,
-                 memory: dict[bytes, bytes], memory_topic: str) -> None:
+                 memory: dict[bytes, bytes], memory_topic: str,
+                 state_format: int = codec.STATE_FORMAT) -> None:
         self._sessions = sessions
         self._sessions_topic = sessions_topic
         self._memory = memory
         self._memory_topic = memory_topic
+        self._state_format = state_format
         self._changelog: list[ChangelogRecord] = []
         self._closed = False
 
@@ -104,9 +112,9 @@ class TableTransaction:
         partition = stored.partition
         for key, value in memory.items():
             self._write(self._memory, self._memory_topic, partition,
-                        _memory_key(session_id, key), codec.pack(value))
+                        _memory_key(session_id, key), codec.pack(value, self._state_format))
         self._write(self._sessions, self._sessions_topic, partition, session_id.encode(),
-                    stored.to_bytes())
+                    stored.to_bytes(self._state_format))
 
     def forget(self, sessions: dict[str, int]) -> int:
         """Tombstones for the sessions and every memory value they own."""

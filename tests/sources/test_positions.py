@@ -7,6 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from stream.formats import FormatTooNew
 from stream.sources.positions import (
     PositionsError,
     PositionsWriter,
@@ -38,7 +39,8 @@ def test_no_checkpoint_yet_is_none(tmp_path: Path) -> None:
     ("content", "message"),
     [
         (b"{not json", "is not JSON"),
-        (orjson.dumps({"version": 1, "kind": "follow-sqlite", "origin": "/data"}), "not a version"),
+        (orjson.dumps({"version": 1, "kind": "follow-sqlite", "origin": "/data"}),
+         "not a format 1"),
         (orjson.dumps({"version": 1, "kind": "follow", "origin": "/elsewhere"}), "belongs to"),
     ],
 )
@@ -68,3 +70,23 @@ def test_a_failed_background_save_is_raised_by_the_next_call(tmp_path: Path) -> 
     writer.save({"n": 1})
     with pytest.raises(OSError):
         writer.close()
+
+
+def test_a_checkpoint_without_its_format_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cp.json"
+    path.write_bytes(orjson.dumps({"kind": "follow", "origin": "/data"}))
+
+    with pytest.raises(PositionsError, match="not a format 1 follow checkpoint"):
+        load_positions(path, "follow", "/data")
+
+
+def test_a_checkpoint_of_a_newer_format_names_both_formats(tmp_path: Path) -> None:
+    path = tmp_path / "cp.json"
+    path.write_bytes(orjson.dumps({"version": 2, "kind": "follow", "origin": "/data"}))
+
+    with pytest.raises(FormatTooNew) as refused:
+        load_positions(path, "follow", "/data")
+
+    assert str(refused.value).startswith(
+        f"checkpoint {path} holds positions format 2, newer than session-stream ")
+    assert "(positions format 1)" in str(refused.value)

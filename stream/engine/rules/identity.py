@@ -10,6 +10,7 @@ from stream.engine.entry import Entry
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.rules.tree import E_FP, E_SRC
+from stream.engine.text import digest64
 
 REDELIVERY: Final[DropRule] = DropRule(
     "redelivery",
@@ -28,10 +29,18 @@ def entry_record(ctx: Context) -> list | None:
     return record
 
 
+def legacy_fingerprint(entry: Entry) -> int:
+    """The fingerprint versions before 5ed614d remembered: the line's digest, all 64 bits.
+    A record they wrote survives an upgrade (its state is read as it is, CHANGELOG.md), and
+    its redelivery must still be one. Only asked when the fingerprints differ (a conflict or
+    such a record), and a line matches another's digest by chance once in 2**64."""
+    return digest64(entry.raw)
+
+
 def redelivery(ctx: Context, record: list | None) -> Drop | None:
     if record is None:
         return None
-    if record[E_FP] == ctx.entry.fingerprint:
+    if record[E_FP] == ctx.entry.fingerprint or record[E_FP] == legacy_fingerprint(ctx.entry):
         return Drop(REDELIVERY, ctx.entry.id)
     # A conflicting version is kept, so a copy of it is a redelivery too: remember each version.
     version_key = f"v:{ctx.entry.id}\x00{ctx.entry.fingerprint:x}"

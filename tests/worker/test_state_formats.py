@@ -1,0 +1,179 @@
+"""State formats across an upgrade (CHANGELOG.md, docs/upgrading.md): the state 0.1.0 wrote is
+read and upgraded in place, a redelivery across the upgrade is still dropped as one, and a
+format newer than this version reads is refused.
+
+tests/data/state-format-1 holds the changelog records older commits wrote for the first half
+of the fixture sessions (tests/data/README.md says how they were made)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgpack
+import orjson
+import pytest
+
+from stream.engine import Engine
+from stream.formats import FormatTooNew
+from stream.settings import Settings
+from stream.worker import codec
+from stream.worker.processor import BatchProcessor, InRecord
+from stream.worker.tables import TableStore
+from tests.support import state_format_fixture as fixture
+
+DATA = Path(__file__).parents[1] / "data"
+FORMAT_1 = DATA / "state-format-1"
+# The last commit that wrote format 1, and the last before 5ed614d changed the fingerprint
+# every remembered entry keeps.
+LAST_FORMAT_1 = FORMAT_1 / "a76737c.changelog.jsonl"
+OLD_FINGERPRINT = FORMAT_1 / "1955465.changelog.jsonl"
+SETTINGS = Settings.load(environ={})
+
+
+def _store(tables: tuple[dict[bytes, bytes], dict[bytes, bytes]] | None = None,
+           state_format: int = codec.STATE_FORMAT) -> TableStore:
+    sessions, memory = tables if tables is not None else ({}, {})
+    return TableStore(sessions, memory, fixture.SESSIONS_CHANGELOG, fixture.MEMORY_CHANGELOG,
+                      state_format)
+
+
+def _process(store: TableStore, records: list[tuple[int, int, bytes, bytes]]):
+    processor = BatchProcessor(Engine(), store, SETTINGS)
+    return processor.process(
+        [InRecord(fixture.TOPIC, p, o, k, v) for p, o, k, v in records], fixture.NOW)
+
+
+def _parts():
+    whole = fixture.sessions(DATA / "fixtures")
+    first = {sid: fixture.split(lines)[0] for sid, lines in whole.items()}
+    rest = {sid: fixture.split(lines)[1] for sid, lines in whole.items()}
+    return first, rest
+
+
+def _after_the_first_part(first: dict[str, list[bytes]], rest: dict[str, list[bytes]]):
+    """What follows the first part on the input: the rest of every session, then the first
+    part again at new offsets (a source sending it again, as after a lost checkpoint)."""
+    offsets = {p: 1 + max(o for q, o, _, _ in fixture.records(first) if q == p)
+               for p in range(fixture.PARTITIONS)}
+    later = fixture.records(rest, offsets)
+    offsets = {p: 1 + max([o for q, o, _, _ in later if q == p] or [offsets[p] - 1])
+               for p in range(fixture.PARTITIONS)}
+    return later, fixture.records(first, offsets)
+
+
+def _seen(outputs) -> list[tuple[str, bytes]]:
+    return [(out.topic, out.value) for out in outputs]
+
+
+def _kinds(outputs) -> list[str]:
+    alerts = [out for out in outputs if out.topic == SETTINGS.alerts_topic]
+    return [orjson.loads(out.value)["kind"] for out in alerts]
+
+
+@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, OLD_FINGERPRINT], ids=lambda p: p.stem)
+def test_every_value_0_1_0_wrote_is_an_array_the_first_byte_tells_from_a_format_byte(
+        changelog: Path) -> None:
+    sessions, memory = fixture.read_changelog(changelog)
+
+    assert sessions and memory
+    for value in [*sessions.values(), *memory.values()]:
+        assert codec.format_of(value) == 1
+        assert isinstance(msgpack.unpackb(value), list)
+
+
+def test_a_value_names_its_format_in_its_first_byte() -> None:
+    value = ["e", 2**64 - 1, None, 7]
+
+    packed = codec.pack(value)
+
+    assert packed[0] == codec.STATE_FORMAT == 2
+    assert codec.format_of(packed) == 2
+    assert codec.unpack(packed) == value
+    assert codec.pack(value, 1) == msgpack.packb(value)  # what 0.1.0 reads
+    assert codec.unpack(codec.pack(value, 1)) == value
+
+
+def test_the_state_of_the_last_format_1_commit_continues_as_an_uninterrupted_run() -> None:
+    first, rest = _parts()
+    later, again = _after_the_first_part(first, rest)
+    uninterrupted = _store()
+    _process(uninterrupted, fixture.records(first))
+    upgraded = _store(fixture.read_changelog(LAST_FORMAT_1))
+
+    expected = _process(uninterrupted, later + again)
+    got = _process(upgraded, later + again)
+
+    assert _seen(got.outputs) == _seen(expected.outputs)
+    # the state is upgraded in place: every value written from now on is format 2
+    assert {codec.format_of(r.value) for r in got.changelog if r.value} == {2}
+    assert dict(upgraded.sessions()).keys() == dict(uninterrupted.sessions()).keys()
+
+
+@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, OLD_FINGERPRINT], ids=lambda p: p.stem)
+def test_an_entry_redelivered_across_the_upgrade_is_dropped_as_a_redelivery(
+        changelog: Path) -> None:
+    first, rest = _parts()
+    _, again = _after_the_first_part(first, rest)
+    upgraded = _store(fixture.read_changelog(changelog))
+
+    uninterrupted = _store()
+    _process(uninterrupted, fixture.records(first))
+
+    got = _process(upgraded, again)
+
+    kinds = _kinds(got.outputs)
+    assert "entry_id_conflict" not in kinds
+    assert kinds.count("redelivery") > len(again) / 2
+    assert _seen(got.outputs) == _seen(_process(uninterrupted, again).outputs)
+
+
+def test_a_worker_upgrading_from_0_1_writes_what_0_1_0_reads() -> None:
+    # 0.1.0 reads a value as MessagePack from its first byte: format 1 is format 2 untagged.
+    first, _ = _parts()
+
+    untagged = _process(_store(state_format=1), fixture.records(first)).changelog
+    tagged = _process(_store(), fixture.records(first)).changelog
+
+    assert [(r.key, r.value) for r in untagged] == [
+        (r.key, r.value[1:] if r.value else r.value) for r in tagged]
+    assert {codec.format_of(r.value) for r in untagged if r.value} == {1}
+    assert {r.value[0] for r in tagged if r.value} == {codec.STATE_FORMAT}
+
+
+def test_a_value_of_a_newer_format_is_refused_naming_both_formats() -> None:
+    future = bytes([3]) + msgpack.packb([1, 2, []])
+
+    with pytest.raises(FormatTooNew) as refused:
+        codec.check(future, "session-stream-sessions-changelog partition 1")
+
+    assert str(refused.value).startswith(
+        "session-stream-sessions-changelog partition 1 holds state format 3, newer than "
+        "session-stream 0.2.0 reads (state format 2)")
+    with pytest.raises(FormatTooNew):
+        codec.unpack(future)
+
+
+def test_a_session_of_a_newer_format_is_not_started_afresh() -> None:
+    # An unreadable value is started afresh (a warning); a newer one must not be misread so.
+    store = _store(({b"s": bytes([3]) + msgpack.packb([1, 2, []])}, {}))
+    first, _ = _parts()
+    session_id, lines = next(iter(first.items()))
+
+    with pytest.raises(FormatTooNew):
+        _process(store, [(0, 0, b"s", lines[0])])
+    assert session_id  # the fixture has sessions
+
+
+def test_a_value_of_the_json_era_before_0a6424d_is_format_1_and_read() -> None:
+    value = [1780000000, 1, [3, 12345678901234567890, 7]]
+
+    written = orjson.dumps(value)
+
+    assert codec.format_of(written) == 1
+    assert codec.unpack(written) == value
+
+
+@pytest.mark.parametrize("first_byte", [0x00, 0x01, 0x80, 0xA0, 0xC0, 0xFF])
+def test_bytes_no_version_wrote_are_in_no_format(first_byte: int) -> None:
+    with pytest.raises(ValueError, match=r"in no format|empty"):
+        codec.format_of(bytes([first_byte, 0x90]))
