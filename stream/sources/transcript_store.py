@@ -269,6 +269,9 @@ class TranscriptStore:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+        # data_version values compare only within one connection: the next one reads anew.
+        self.progress = replace(self.progress, read_version=None)
+        self._seen_version = self._appended_version = None
 
     def connect(self) -> sqlite3.Connection:
         """One connection kept across polls: data_version only compares within a connection.

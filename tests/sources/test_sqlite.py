@@ -176,11 +176,11 @@ def test_a_reader_connection_cannot_write(database: Path, writer: sqlite3.Connec
 def test_nothing_new_costs_one_pragma(database: Path, writer: sqlite3.Connection) -> None:
     insert(writer, "s-a", 1)
     source = follower(database)
-    drain(source)
+    source.commit(source.poll())
     statements: list[str] = []
     source._connect().set_trace_callback(statements.append)
 
-    assert drain(source) == []
+    assert source.poll().records == []
 
     assert statements == ["PRAGMA data_version"]
 
