@@ -63,9 +63,10 @@ WINDOWS = "session_windows"
 # Under WAL a reader waits for a lock only while a crashed writer's log is recovered.
 BUSY_TIMEOUT = 5.0
 # Seconds between two looks at the store's change counter: what a row without an event waits at
-# most beyond its commit, for about 0.3 % of a core while the store is idle (mostly the event
-# loop's wake-ups; the PRAGMA is about 5-10 us).
-CHANGE_INTERVAL = 0.02
+# most beyond its commit. An idle source pays for the looks in wake-ups more than in the PRAGMA
+# (5-10 us): at 20 ms they cost 1.1 % of a core in bench's source latency run, at 50 ms
+# the figure in docs/performance.md.
+CHANGE_INTERVAL = 0.05
 # Events between two kept chain marks: a rewrite re-sends at most this many - 1 unchanged
 # events before the first changed one, and a session's checkpoint grows by one mark per STRIDE.
 STRIDE = 64
