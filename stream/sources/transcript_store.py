@@ -64,7 +64,7 @@ WINDOWS = "session_windows"
 BUSY_TIMEOUT = 5.0
 # Seconds between two looks at the store's change counter: what a row without an event waits at
 # most beyond its commit. An idle source pays for the looks in wake-ups more than in the PRAGMA
-# (5-10 us): at 20 ms they cost 1.1 % of a core in bench's source latency run, at 50 ms
+# (5-10 us): at 20 ms they cost 1.2 % of a core in bench's source latency run, at 50 ms
 # the figure in docs/performance.md.
 CHANGE_INTERVAL = 0.05
 # Events between two kept chain marks: a rewrite re-sends at most this many - 1 unchanged
