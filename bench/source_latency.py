@@ -258,3 +258,25 @@ def run(broker: RunningBroker, seconds: float, workdir: Path,
                f"{IDLE_SECONDS:.0f} s of an idle store",
         **{name: run_one(name, broker, seconds, workdir, log) for name in SOURCES},
     }
+
+
+def main() -> None:
+    """`python -m bench.source_latency [tansu|kafka] [SECONDS]`: this section alone, on a broker
+    of its own, printed as JSON (the full run's other sections take minutes)."""
+    import json
+    import tempfile
+
+    from stream.brokers import start_broker
+
+    kind = sys.argv[1] if len(sys.argv) > 1 else "tansu"
+    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
+    broker = start_broker(kind)
+    try:
+        with tempfile.TemporaryDirectory() as workdir:
+            print(json.dumps(run(broker, seconds, Path(workdir), print), indent=1))
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    main()
