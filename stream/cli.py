@@ -6,14 +6,14 @@ import argparse
 import sys
 
 from stream.commands import clean as offline
-from stream.commands import dev
-from stream.consumers import memory_writer, tail
+from stream.commands import dev, gateway
+from stream.consumers import tail
+from stream.consumers.memory_writer import command as memory_writer
 from stream.engine.context import DEFAULT_MAX_IDS
 from stream.kafka.configuration import SecurityError
 from stream.settings import Settings, add_options
 from stream.sources import follow, produce
 from stream.sources import sqlite as follow_sqlite
-from stream.sources.gateway import command as gateway
 
 
 def _add_clean(commands: argparse._SubParsersAction) -> None:
@@ -42,6 +42,11 @@ def _add_clean(commands: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         help="put the first N characters of an entry's text into its alerts (default: none)",
+    )
+    clean.add_argument(
+        "--heartbeat-prompt",
+        default="",
+        help="the heartbeat prompt OpenClaw is configured with, if not its default",
     )
     clean.set_defaults(handler=offline.main)
 

@@ -80,6 +80,9 @@ OPTIONS: tuple[Option, ...] = (
            _seconds),
     Option("alert_snippet_chars", 0, "put the first N characters of an entry's text into its "
            "alerts (evidence.snippet); 0 keeps text out of alerts", int),
+    Option("heartbeat_prompt", "", "the heartbeat prompt OpenClaw is configured with "
+           "(agents.defaults.heartbeat.prompt), if not its default: a user message with it "
+           "opens a heartbeat turn"),
     Option("batch_size", 4000, "most records processed as one batch", int),
     Option("web_host", "127.0.0.1", "bind address of the stats and metrics endpoints"),
     Option("web_port", 6066, "port of the stats and metrics endpoints", int),
@@ -116,6 +119,7 @@ class Settings:
     session_ttl: float
     ttl_sweep_interval: float
     alert_snippet_chars: int
+    heartbeat_prompt: str
     batch_size: int
     web_host: str
     web_port: int

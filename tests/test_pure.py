@@ -14,7 +14,7 @@ from stream import pure
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", [*pure.COMPILED, "stream.engine.rules.echoes"])
+@pytest.mark.parametrize("name", [*pure.COMPILED, "stream.engine.rules.repetition"])
 def test_the_compiled_modules_are_compiled_unless_their_source_is_asked_for(name):
     module = importlib.import_module(name)
     assert pure.is_compiled(module) is not pure.requested(), (
@@ -35,7 +35,7 @@ def test_no_compiled_module_is_older_than_its_source():
 
 def test_the_compiled_sources_are_the_named_modules():
     sources = {path.relative_to(ROOT) for path in pure.compiled_sources(ROOT)}
-    assert Path("stream/engine/rules/echoes.py") in sources
+    assert Path("stream/engine/rules/repetition.py") in sources
     assert Path("stream/worker/processor.py") in sources
     assert Path("stream/cli.py") not in sources
     assert all(path.is_file() for path in pure.compiled_sources(ROOT))

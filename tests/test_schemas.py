@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -217,8 +218,13 @@ def entry(kind: str, entry_id: str, parent: str | None, **fields) -> dict:
     return {"type": kind, "id": entry_id, "parentId": parent, "timestamp": TS, **fields}
 
 
+_CLOCK = itertools.count(1775362948629, 1000)
+
+
 def message(entry_id: str, parent: str | None, role: str, content: object, **fields) -> dict:
-    body = {"role": role, "content": content, **fields, "timestamp": 1775362948629}
+    # each message a second after the one before: the same text sent again is a new message,
+    # the same payload persisted again (rule 2c) is a copy
+    body = {"role": role, "content": content, **fields, "timestamp": next(_CLOCK)}
     return entry("message", entry_id, parent, message=body)
 
 
@@ -317,6 +323,7 @@ def storm_turns() -> list[dict]:
 _A1 = reply("a1", "u1", TEXT)
 _POSITIONAL_USER = user("u1", None, "hi", idempotencyKey="agent:main:main:user:0")
 UNIT = "The same paragraph, again and again. "
+_TWICE = reply("a1", "u1", TEXT, responseId="resp-1")  # persisted again below itself (2e)
 
 # name -> (the kinds it must raise, the session's lines after its header)
 SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
@@ -350,7 +357,9 @@ SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
         [
             user("u1", None),
             reply("a1", "u1", TEXT, thinking="t"),
-            reply("a2", "u1", TEXT, usage=None),
+            custom("c1", "a1", "openclaw.cache-ttl", {"timestamp": 1, "provider": "anthropic"}),
+            # below the reply it echoes: one below the user message answers it (rule 6)
+            reply("a2", "c1", TEXT, usage=None),
         ],
     ),
     "redelivery-and-conflict": (
@@ -460,10 +469,20 @@ SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
             user("u1", None),
             reply("a1", "u1", calls=("call-1",)),
             tool_result("t1", "a1", "call-1"),
-            reply("a2", "t1", TEXT),
+            _A2 := reply("a2", "t1", TEXT),
             # an overflow recovery: the result again beside the original, then the reply
             {**tool_result("t1b", "a1", "call-1"), "appendMode": "side"},
-            {**reply("a2", "t1b", TEXT), "id": "a2b"},
+            {**_A2, "id": "a2b", "parentId": "t1b"},
+        ],
+    ),
+    "persisted-copy": (
+        {"persisted_copy"},
+        [
+            _U1 := user("u1", None, "what is on tomorrow?"),
+            reply("a1", "u1", usage=ZERO_USAGE, error="LLM idle timeout (60s)"),
+            # the same message persisted again after the idle-timeout abort (#128472)
+            {**_U1, "id": "u1b", "parentId": "a1"},
+            reply("a2", "u1b", TEXT),
         ],
     ),
     "silent-turn-replay": (
@@ -510,8 +529,36 @@ SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
         [
             user("u1", None),
             reply("a1", "u1", TEXT),
-            mirror("m1", "a1", TEXT, openclawDeliveryMirror={"kind": "channel-final",
+            custom("c1", "a1", "openclaw.cache-ttl", {"timestamp": 1, "provider": "anthropic"}),
+            mirror("m1", "c1", TEXT, openclawDeliveryMirror={"kind": "channel-final",
                                                             "sourceMessageId": "tg-1"}),
+        ],
+    ),
+    "codex-prompt": (
+        {"codex_prompt_mirror"},
+        [
+            user("u1", None, __openclaw={"idempotencyKey": "chatcmpl-1:user"}),
+            user("u2", "u1", idempotencyKey="codex-app-server:thr-1:turn-1:prompt",
+                 __openclaw={"mirrorIdentity": "turn-1:prompt"}),
+            reply("a1", "u2", TEXT),
+        ],
+    ),
+    "persisted-twice": (
+        {"persisted_twice"},
+        [
+            user("u1", None),
+            _TWICE,
+            {**_TWICE, "id": "a2", "parentId": "a1"},
+        ],
+    ),
+    "repeated-answer": (
+        {"repeated_answer"},
+        [
+            user("u1", None),
+            reply("a1", "u1", TEXT),
+            user("u2", "a1", "[Internal task completion event] done",
+                 idempotencyKey="announce:codex-native:thr-1:thr-2:succeeded:user"),
+            reply("a2", "u2", TEXT, usage={**USAGE, "output": 81}),
         ],
     ),
     "malformed": (

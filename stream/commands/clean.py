@@ -109,5 +109,6 @@ def main(args, stdout: BinaryIO | None = None, stderr=None) -> int:
     stdout = stdout or sys.stdout.buffer
     stderr = stderr or sys.stderr
     job = plan(args.paths, args.out, args.out_dir, args.alerts, args.dead_letters)
-    limits = Limits(max_ids=args.max_ids, snippet_chars=args.alert_snippet_chars)
+    limits = Limits(max_ids=args.max_ids, snippet_chars=args.alert_snippet_chars,
+                    heartbeat_prompt=args.heartbeat_prompt)
     return run(job, Engine(limits), stdout, stderr)

@@ -24,7 +24,9 @@ from pathlib import Path
 import orjson
 
 from stream.brokers import RunningBroker, free_port, start_broker
-from stream.consumers import memory_writer
+from stream.consumers.memory_writer.compare import duplicate_line_report, format_report
+from stream.consumers.memory_writer.consume import consume
+from stream.consumers.memory_writer.files import MemoryWriter
 from stream.consumers.tail import format_record
 from stream.kafka.consumer import make_consumer, topic_partitions
 from stream.settings import ENV_PREFIX, Settings, add_options
@@ -33,6 +35,7 @@ from stream.sources.produce import produce_files
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sessions"
 # How long the outputs must stay unchanged before the memory files are compared.
 QUIET_SECONDS = 3.0
+SHOWN_LINES = 24  # of the memory file shown before the raw-vs-clean table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,14 +99,30 @@ async def _compare_memory(settings: Settings) -> None:
     for name, topic in (("raw", settings.input_topic), ("clean", settings.clean_topic)):
         folder = Path(settings.data_dir) / "memory" / name
         shutil.rmtree(folder, ignore_errors=True)
+        folder.parent.mkdir(parents=True, exist_ok=True)
         group = f"{settings.app_id}-dev-{name}-{os.getpid()}-{time.time_ns()}"
-        await memory_writer.consume(settings, topic, memory_writer.MemoryWriter(folder), group,
-                                    follow=False)
+        await consume(settings, topic, MemoryWriter(folder), group, follow=False)
         folders[name] = folder
+    report = duplicate_line_report(folders["raw"], folders["clean"])
+    _show_memory_file(folders["clean"], report)
     print(f"memory files written from the raw and the clean topic ({folders['raw'].parent}):",
           file=sys.stderr)
-    report = memory_writer.duplicate_line_report(folders["raw"], folders["clean"])
-    print(memory_writer.format_report(report), file=sys.stderr)
+    print(format_report(report), file=sys.stderr)
+
+
+def _show_memory_file(folder: Path, report: dict) -> None:
+    """One clean memory file as OpenClaw's memory would index it: the session whose raw file
+    repeats most lines."""
+    sessions = report["sessions"]
+    if not sessions:
+        return
+    name = max(sessions, key=lambda n: (sessions[n]["raw_duplicates"], n))
+    path = folder / f"{name}.md"
+    lines = path.read_text(errors="replace").splitlines()
+    shown = lines[:SHOWN_LINES] + ([f"  ... ({len(lines) - SHOWN_LINES} more lines)"]
+                                   if len(lines) > SHOWN_LINES else [])
+    print(f"the memory file of one session, from the clean topic ({path}):", file=sys.stderr)
+    print("\n".join(f"  | {line}" for line in shown), file=sys.stderr)
 
 
 async def _wait_for_worker(settings: Settings, timeout: float = 120.0) -> None:

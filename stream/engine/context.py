@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from stream.engine.entry import Entry
 from stream.engine.records import Action, Alert, Severity, Source, alert_id
 from stream.engine.state import START_SEEN, Session, SessionState
 from stream.engine.text import normalized_prefix
+
+if TYPE_CHECKING:
+    from stream.engine.rules.keys import KeyUse
 
 DEFAULT_MAX_IDS: Final = 10_000
 
@@ -24,6 +27,9 @@ class Limits:
     # Alerts carry no message text unless an operator opts in: then the first this many
     # characters of the entry's normalized text, as `evidence.snippet`.
     snippet_chars: int = 0
+    # The heartbeat prompt OpenClaw is configured with, "" for the pinned releases' defaults:
+    # a user message with it opens a heartbeat turn (rule 3a) when it carries no provenance.
+    heartbeat_prompt: str = ""
 
 
 @dataclass(slots=True, init=False)
@@ -42,6 +48,8 @@ class Context:
     output_value: list | None
     original_read: bool
     original_id: str | None
+    # what the message's idempotency key leaves behind once the message is kept
+    key_use: KeyUse | None
 
     def __init__(
         self, session: Session, entry: Entry, source: Source, source_hash: int, limits: Limits
@@ -60,6 +68,7 @@ class Context:
         self.output_value = None
         self.original_read = False
         self.original_id = None
+        self.key_use = None
 
     @property
     def state(self) -> SessionState:

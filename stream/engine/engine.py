@@ -17,14 +17,20 @@ from stream.engine.records import (
     Verdict,
     alert_id,
 )
-from stream.engine.rules import echoes, identity, replies, rewrites, structure
-from stream.engine.rules.drops import Drop, drop_alert
-from stream.engine.rules.identity import (
-    E_CHILD,
-    E_RELATED,
-    E_RULE,
-    E_SRC,
+from stream.engine.rules import (
+    catalogue,
+    correlation,
+    heartbeat,
+    identity,
+    payload,
+    repetition,
+    replies,
+    structure,
+    tree,
+    wakes,
 )
+from stream.engine.rules.drops import Drop, drop_alert
+from stream.engine.rules.tree import E_CHILD, E_RELATED, E_RULE, E_SRC
 from stream.engine.state import (
     ASSISTANT,
     OTHER,
@@ -42,22 +48,7 @@ from stream.engine.state import (
 )
 from stream.engine.text import digest64
 
-DROP_RULES: Final = {
-    rule.name: rule
-    for rule in (
-        identity.REDELIVERY,
-        identity.IDEMPOTENT_REPLAY,
-        identity.ANNOUNCE_RETRY_DUPLICATE,
-        rewrites.REWRITE_COPY,
-        echoes.DELIVERY_MIRROR_DUPLICATE,
-        echoes.SILENT_TURN_REPLAY,
-        echoes.CLI_MIRROR_DUPLICATE,
-        echoes.CLI_AGGREGATE_DUPLICATE,
-        echoes.CLI_REIMPORT_DUPLICATE,
-        echoes.CLEANED_CHILD_DUPLICATE,
-        echoes.MISTAGGED_ECHO,
-    )
-}
+DROP_RULES: Final = catalogue.DROP_RULES
 
 
 class Engine:
@@ -96,18 +87,8 @@ class Engine:
         state.seq += 1
         record = identity.entry_record(ctx)
         drop = identity.redelivery(ctx, record)
-        key_use = None
         if drop is None and record is None:
-            replayed = identity.idempotent_replay(ctx)
-            if isinstance(replayed, Drop):
-                drop = replayed
-            else:
-                key_use = replayed
-                drop = _copy_of_earlier(ctx, key_use)
-                if drop is None:
-                    drop = echoes.find_echo(ctx)
-                    if entry.role == "assistant":
-                        replies.duplicate_storm(ctx, drop is not None)
+            drop = catalogue.find_copy(ctx)
         if drop is not None:
             if drop.rule is not identity.REDELIVERY:
                 ctx.remember(
@@ -116,13 +97,13 @@ class Engine:
                     ctx.source_hash,
                     drop.rule.name,
                     drop.related,
-                    rewrites.stand_in(ctx, drop),
+                    tree.stand_in(ctx, drop),
                     None,
                 )
             drop_alert(ctx, drop)
             return Verdict(Action.DROPPED, drop_rule=drop.rule.name)
-        if key_use is not None:
-            key_use.apply(ctx)
+        if ctx.key_use is not None:
+            ctx.key_use.apply(ctx)
         verdict = self._keep(ctx, first_occurrence=record is None)
         if record is not None:
             # A conflicting version is kept, so it is part of its turn (a user one opens a turn).
@@ -132,7 +113,7 @@ class Engine:
     def _keep(self, ctx: Context, first_occurrence: bool) -> Verdict:
         entry = ctx.entry
         # `named`: the record of the parent the entry names; `parent`: of the one it keeps.
-        parent_id, parent = identity.output_parent(ctx)
+        parent_id, parent = tree.output_parent(ctx)
         output = _output(ctx, parent_id)
         if not first_occurrence:
             return Verdict(Action.KEPT, output)
@@ -148,12 +129,15 @@ class Engine:
         replies.error_loop(ctx)
         replies.repetition_cascade(ctx)
         replies.retried_prompt(ctx)
-        echoes.uncorrelated_mirror_copy(ctx)
+        correlation.uncorrelated_mirror_copy(ctx)
+        wakes.repeated_answer(ctx)
         if parent is not None and parent[E_CHILD] is None and _continues_branch(entry):
             parent[E_CHILD] = entry.id
             ctx.session.memory.put(record_key(parent_id), parent)
+        elif parent_id is None and entry.type != "session" and _continues_branch(entry):
+            tree.note_root(ctx)
         # The entry it stands beside (rule 2b): copies of that entry's children may hang below it.
-        beside = rewrites.chain_original(ctx) if entry.type != "leaf" else None
+        beside = tree.chain_original(ctx) if entry.type != "leaf" else None
         if _is_final_reply(entry) and entry.reply_text_hash:
             # A mirror may name this reply later, or hang below it once the branch moved.
             ctx.remember(
@@ -170,6 +154,7 @@ class Engine:
             ctx.remember(
                 entry.record_key, entry.fingerprint, ctx.source_hash, None, beside, None, None
             )
+        payload.index_kept(ctx)
         _advance_turn(ctx)
         return Verdict(Action.KEPT, output)
 
@@ -195,15 +180,6 @@ class Engine:
         return self._keep(ctx, first_occurrence=False)
 
 
-def _copy_of_earlier(ctx: Context, key_use: identity.KeyUse | None) -> Drop | None:
-    """Rules 2a-2b: a copy recognised by its identity or its place, before any text is read."""
-    if key_use is not None:
-        drop = identity.announce_retry(ctx, key_use)
-        if drop is not None:
-            return drop
-    return rewrites.rewrite_copy(ctx)
-
-
 def _continues_branch(entry: Entry) -> bool:
     """Whether the entry is a child in the tree's branch structure: an entry written beside
     the branch (`appendMode: "side"`) or a `leaf` control, which moves the branch, is not,
@@ -224,7 +200,7 @@ def _output(ctx: Context, parent_id: str | None) -> bytes:
         for name in ("targetId", "appendParentId"):
             target = entry.value.get(name)
             if isinstance(target, str) and target:
-                kept = identity.kept_in_place_of(ctx, target)
+                kept = tree.kept_in_place_of(ctx, target)
                 if kept != target:
                     changes[name] = kept
     return _rewritten(entry, changes) if changes else entry.raw
@@ -237,7 +213,7 @@ def _advance_turn(ctx: Context) -> None:
         return
     role = ROLE_CODES.get(entry.role or "", OTHER)
     if role == USER:
-        _open_turn(state, entry)
+        _open_turn(state, entry, ctx.limits.heartbeat_prompt)
     elif role == TOOL_RESULT and state.retry_hash:
         _forget_retry(state)
     state.last_role = role
@@ -263,13 +239,13 @@ def _advance_turn(ctx: Context) -> None:
             state.parts_count += 1
     state.prev_id = entry.id
     state.prev_text_hash = entry.text_hash
-    state.prev_model_hash = echoes.model_hash(entry)
+    state.prev_model_hash = repetition.model_hash(entry)
     state.prev_thinking = entry.has_thinking
     state.prev_usage_hash = entry.usage_hash
     state.prev_plain = entry.is_text_only and not entry.is_mirror
 
 
-def _open_turn(state: SessionState, entry: Entry) -> None:
+def _open_turn(state: SessionState, entry: Entry, heartbeat_prompt: str) -> None:
     # A heartbeat turn remembers the final reply of the turn before it (or the mirror that
     # delivered it), or what an earlier heartbeat that stayed silent remembered: a silent
     # turn delivers nothing of its own.
@@ -280,8 +256,11 @@ def _open_turn(state: SessionState, entry: Entry) -> None:
     else:
         earlier_hash, earlier_id = state.latest_text_hash, state.latest_text_id
     state.start_turn()
-    if earlier_hash and entry.provenance_tool == "heartbeat":
+    if earlier_hash and heartbeat.opens_heartbeat_turn(entry, heartbeat_prompt):
         state.heartbeat_hash, state.heartbeat_id = earlier_hash, earlier_id
+    key = entry.idempotency_key
+    if earlier_hash and key is not None and key.startswith(wakes.WAKE_PREFIX):
+        state.announce_hash, state.announce_id, state.announce_key = earlier_hash, earlier_id, key
     text = entry.exact_text_hash
     if text:
         state.retry_hash, state.retry_id = text, entry.id

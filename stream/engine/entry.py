@@ -134,6 +134,7 @@ class Entry:
         "parent_id",
         "parent_key",
         "payload",
+        "payload_digest",
         "provider_model",
         "raw",
         "record_key",
@@ -185,11 +186,12 @@ class Entry:
         if read is not None:
             self._read_message(read)
         self.payload = 0
+        self.payload_digest = 0
         self.fingerprint = self._fingerprint(raw, value, kind, read)
 
     def _fingerprint(self, raw: bytes, value: dict, kind: str, message: dict | None) -> int:
         """The line's digest with, where the entry has one, its payload's in the lower half
-        (`payload`, odd).
+        (`payload`, odd); `payload_digest` keeps the payload's whole 64-bit digest.
 
         A message's payload is the bytes of its `message` value as written (through the line's
         end: a copy that wrote other keys after it differs, which only keeps it), and only for
@@ -206,6 +208,7 @@ class Entry:
                     # a view of a long line, not a copy: a message can be as long as the record
                     body = raw[split:] if len(raw) <= _COPIED else memoryview(raw)[split:]
                     digest = xxhash.xxh3_64_intdigest(body)
+                    self.payload_digest = digest
                     self.payload = (digest & _LOW) | 1
                     line = xxhash.xxh3_64_intdigest(raw[:split], digest)
                     return (line & _HIGH) | self.payload
@@ -213,7 +216,8 @@ class Entry:
             summary = value.get("summary")
             if isinstance(summary, str) and summary:
                 fields = {key: item for key, item in value.items() if key not in _ENVELOPE}
-                self.payload = (digest64(_canonical(fields)) & _LOW) | 1
+                self.payload_digest = digest64(_canonical(fields))
+                self.payload = (self.payload_digest & _LOW) | 1
                 return (digest64(raw) & _HIGH) | self.payload
         return digest64(raw) & ~1
 

@@ -95,6 +95,11 @@ class SessionState:
     heartbeat_hash: int = 0
     heartbeat_id: str | None = None
     heartbeat_silent: bool = False
+    # in a turn opened by a completion wake (an `announce:` key): the previous turn's final
+    # reply, and the wake's key, until a reply repeats it (`repeated_answer`)
+    announce_hash: int = 0
+    announce_id: str | None = None
+    announce_key: str | None = None
 
     def is_replay(self, origin: int, position: int) -> bool:
         """A record at or before the last one processed from the same origin was seen already
@@ -129,6 +134,9 @@ class SessionState:
         self.heartbeat_hash = 0
         self.heartbeat_id = None
         self.heartbeat_silent = False
+        self.announce_hash = 0
+        self.announce_id = None
+        self.announce_key = None
 
     def to_list(self) -> list:
         """The fields in order, without the trailing ones that hold their defaults: they load

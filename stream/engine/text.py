@@ -155,12 +155,40 @@ def repetition(
     # replies fail this one search and are never looked at again.
     if stripped.find(stripped[: max(min_unit, 1)], 1) < 0:
         return None
+    # A long text is looked at in place before a copy of it without whitespace is made.
+    if len(stripped) > slice_chars and not _may_repeat(stripped, min_unit, slice_chars):
+        return None
     dense_length, copies = _dense_copies(stripped, slice_chars)
     for k in _divisors_descending(copies):
         unit = _verbatim_unit_length(stripped, dense_length // k, k, min_unit, slice_chars)
         if unit > 0 and unit >= min_unit:
             return k, unit
     return None
+
+
+def _may_repeat(text: str, min_unit: int, slice_chars: int) -> bool:
+    """Whether a second verbatim copy of a unit the text starts and ends with can start
+    somewhere: what every k >= 2 copies have (the unit is `text[:end]`, `end` just after a
+    non-space character, its next copy starts after whitespace at `start`, the last copy ends
+    the text). It needs no copy of the text: a reply of 20 MB whose first words recur is
+    rejected without the 20 MB that `_dense_copies` takes."""
+    head = text[: max(min_unit, 1)]
+    size = len(text)
+    start = text.find(head, 1)
+    while start >= 0:
+        end = start
+        while end > 0 and text[end - 1].isspace():
+            end -= 1
+        if (
+            end >= max(min_unit, 1)
+            and start + end <= size
+            and text.endswith(text[max(0, end - 64) : end])
+            and text.startswith(text[: min(end, 64)], start)
+            and _same_text(text, 0, start, end, slice_chars)
+        ):
+            return True
+        start = text.find(head, start + 1)
+    return False
 
 
 def _dense_copies(text: str, slice_chars: int) -> tuple[int, int]:

@@ -1,45 +1,85 @@
 """Every place the project reaches into Faust's or aiokafka's private API, and why.
 
 The worker keeps Faust for its consumer group, table recovery and offset commits, and takes
-its input through a batch lane beside Faust's per-event path; that, and two broker quirks,
-need a few of the libraries' internals. They are all here, each with the version it was read
-from (`PINNED`), so an upgrade has one file to check: `tests/kafka/test_internals.py` fails, naming
-the touch point, when one of them moves. Nothing here runs at import: the worker applies the
-two patches at its start-up (`install_worker_patches`).
+its input through a batch lane beside Faust's per-event path (stream.worker.lane); that, and
+two broker quirks, need some of the libraries' internals. Every reach is here and nowhere
+else, and each is listed in `TOUCH_POINTS` with the version of the library it was read from
+and what to re-check when that version changes: `tests/kafka/test_internals.py` fails when
+the installed faust-streaming or aiokafka is not the version a touch point was written for
+(naming what to re-check), and when a name one relies on is gone.
 
-Touch points (besides the patches below):
-- Faust `Consumer._read_offset` (per partition, the newest offset handed on): the lane applies
-  Faust's rule that a record older than it, after a seek, is old news.
-- Faust `Consumer._unacked_messages`: the lane's records count as in flight until acked, so a
-  rebalance or a stop waits for them before partitions move.
-- Faust `Consumer._add_gap`: offsets the lane never sees (transaction markers, compacted
-  records) are gaps, or Faust's commit stops at the first hole.
-- Faust `Consumer._committed_offset`: lag for a partition not processed yet, for the stall
-  watchdog and /metrics (Faust keeps no public view).
-- Faust `Consumer._new_consumer_thread`, `AIOKafkaConsumerThread._create_worker_consumer`,
-  `App._new_transport` (overridden in `stream.worker.lane`): where a Consumer subclass and
-  the fetch wait can be put in.
-- aiokafka `AIOKafkaConsumer._fetch_max_wait_ms`: Faust passes a fixed 1.5 s.
-- aiokafka `AIOKafkaConsumer._client`: the only way to refresh metadata for every topic.
-- Faust memory store `Table.data.data`: the table's dict, read and written directly.
+Nothing here runs at import, and neither library is imported at module level: the tools'
+consumers (stream.kafka.consumer) use one touch point, and loading Faust for it would be waste.
+The worker applies the two patches at its start-up (`install_worker_patches`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping, MutableSet, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, MutableSet, Sequence
+from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, Final, cast
 
-# aiokafka is imported where it is touched: the worker's table store reads its tables through
-# this module, and loading the Kafka client (some 50 modules, 11 MB) for that would be waste.
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.consumer.group_coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
 
-# The versions every touch point was read from.
-PINNED: Final = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0"}
+FAUST: Final = "faust-streaming"
+AIOKAFKA: Final = "aiokafka"
+
+
+@dataclass(frozen=True)
+class TouchPoint:
+    reach: str  # the private name (or private behaviour) relied on
+    library: str  # its distribution: FAUST or AIOKAFKA
+    version: str  # the version it was read from
+    recheck: str  # what to read again in a new version before moving `version` on
+
+
+TOUCH_POINTS: Final = (
+    TouchPoint("Consumer._read_offset", FAUST, "0.15.3",
+               "it is still the newest offset handed on per partition, and Faust's fetch loop "
+               "still drops records older than it after a seek (the lane applies that rule)"),
+    TouchPoint("Consumer._unacked_messages", FAUST, "0.15.3",
+               "a rebalance and a stop still wait until it is empty (stream_wait_empty): the "
+               "lane's records count as in flight there until acked"),
+    TouchPoint("Consumer._add_gap(tp, offset_from, offset_to)", FAUST, "0.15.3",
+               "the range is still inclusive and commits still pass gaps"),
+    TouchPoint("Consumer._committed_offset", FAUST, "0.15.3",
+               "it still holds the group's committed offset per partition (lag of a partition "
+               "not processed yet)"),
+    TouchPoint("Consumer.getmany (overridden by the lane)", FAUST, "0.15.3",
+               "Faust's fetcher still takes every record through it, after its own read-offset "
+               "and gap bookkeeping, and cancels it to stop"),
+    TouchPoint("Transport.Consumer (replaced)", FAUST, "0.15.3",
+               "the transport still makes its consumer from this class attribute"),
+    TouchPoint("Consumer._new_consumer_thread (overridden)", FAUST, "0.15.3",
+               "the consumer still makes its thread there, with loop= and beacon="),
+    TouchPoint("AIOKafkaConsumerThread._create_worker_consumer (overridden)", FAUST, "0.15.3",
+               "it still returns the aiokafka consumer before it is started"),
+    TouchPoint("AIOKafkaConsumerThread._highwaters (replaced)", FAUST, "0.15.3",
+               "recovery still asks it for the changelog ends, with a list of partitions"),
+    TouchPoint("Recovery.active_tps, standby_tps, active_offsets, standby_offsets", FAUST,
+               "0.15.3", "the offsets are still the newest applied per partition, and recovery "
+               "is done when they reach the highwaters"),
+    TouchPoint("Recovery.flush_buffers, tp_to_table, Table.apply_changelog_batch", FAUST,
+               "0.15.3", "buffered changelog events are still applied by flush_buffers, and an "
+               "event is still read for .key, .value and .message only"),
+    TouchPoint("Monitor.stream_inbound_time", FAUST, "0.15.3",
+               "the slow-processing checks still read when a stream last took a record there"),
+    TouchPoint("memory Store .data (Table.data.data)", FAUST, "0.15.3",
+               "a memory:// table is still a plain dict behind its store"),
+    TouchPoint("AIOKafkaConsumer._fetch_max_wait_ms", AIOKAFKA, "0.14.0",
+               "start() still reads it when it makes the fetcher"),
+    TouchPoint("AIOKafkaConsumer._client.force_metadata_update", AIOKAFKA, "0.14.0",
+               "partitions_for_topic still reads the metadata that refresh stores"),
+    TouchPoint("GroupCoordinator._maybe_leave_group, _send_req, generation, "
+               "_group_instance_id (patched)", AIOKAFKA, "0.14.0",
+               "LeaveGroup is still sent only from a generation above 0"),
+)
 
 # aiokafka: what the consumer asks a broker to hold a fetch for.
 FETCH_MAX_WAIT_ATTRIBUTE: Final = "_fetch_max_wait_ms"
@@ -66,15 +106,88 @@ def committed_offset(consumer: Any, tp: Any) -> int | None:
     return offset if isinstance(offset, int) else None
 
 
-def set_fetch_max_wait(consumer: AIOKafkaConsumer, milliseconds: int) -> None:
-    """Before the consumer starts: its fetcher reads the value when it is created."""
-    setattr(consumer, FETCH_MAX_WAIT_ATTRIBUTE, milliseconds)
-
-
 def table_dict(table: Any) -> dict[bytes, bytes]:
     """The dict behind a memory:// Faust table: its mapping API costs a Python call per
     access and an exception per miss."""
     return cast(dict, table.data.data)
+
+
+def mark_inbound(app: Any, tps: Iterable[Any], now: float) -> None:
+    """Tell Faust's slow-processing checks that a stream took a record of each of `tps`."""
+    inbound = app.monitor.stream_inbound_time
+    for tp in tps:
+        inbound[tp] = now
+
+
+# --- Faust's table recovery, as the lane's batch restore uses it -----------------------------
+
+
+def recovery_offsets(app: Any, tp: Any) -> MutableMapping[Any, int] | None:
+    """The offsets recovery has applied (per partition) for the table partition `tp` is
+    recovered into, active or standby; None when `tp` is not being recovered."""
+    recovery = app.tables.recovery
+    if tp in recovery.active_tps:
+        return cast(MutableMapping[Any, int], recovery.active_offsets)
+    if tp in recovery.standby_tps:
+        return cast(MutableMapping[Any, int], recovery.standby_offsets)
+    return None
+
+
+def apply_changelog(app: Any, tp: Any, messages: Sequence[Any]) -> None:
+    """Apply changelog `messages` of `tp` to its table at once, after the records Faust's
+    recovery buffered, so they apply in offset order."""
+    recovery = app.tables.recovery
+    recovery.flush_buffers()
+    recovery.tp_to_table[tp].apply_changelog_batch([_Change(m) for m in messages])
+
+
+class _Change:
+    """What a table's `apply_changelog_batch` reads of a changelog event."""
+
+    __slots__ = ("key", "message", "value")
+
+    def __init__(self, message: Any) -> None:
+        self.key = message.key
+        self.value = message.value
+        self.message = message
+
+
+# --- where the lane's consumer and the fetch wait are put in ---------------------------------
+
+
+@cache
+def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
+    """Faust's aiokafka transport, making a `consumer_class` (a subclass of Faust's aiokafka
+    Consumer) whose aiokafka consumer holds a fetch `fetch_max_wait_ms` at most. An app
+    takes it through its public `transport` setter.
+
+    Faust asks brokers to hold a fetch up to 1.5 s for new data, and aiokafka sends a broker
+    no fetch while one is in flight: one partition at its end (an idle session, a small
+    partition) then held every other partition on that broker for 1.5 s per round. Brokers
+    still answer at once when data is there.
+    """
+    from faust.transport.drivers import aiokafka as driver
+
+    class ConsumerThread(driver.AIOKafkaConsumerThread):
+        def _create_worker_consumer(self, transport: Any) -> Any:
+            consumer = super()._create_worker_consumer(transport)
+            set_fetch_max_wait(consumer, fetch_max_wait_ms)
+            return consumer
+
+    class Consumer(consumer_class):  # type: ignore[valid-type, misc]
+        def _new_consumer_thread(self) -> Any:
+            return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    class Transport(driver.Transport):
+        pass
+
+    Transport.Consumer = Consumer
+    return Transport
+
+
+def set_fetch_max_wait(consumer: AIOKafkaConsumer, milliseconds: int) -> None:
+    """Before the consumer starts: its fetcher reads the value when it is created."""
+    setattr(consumer, FETCH_MAX_WAIT_ATTRIBUTE, milliseconds)
 
 
 # --- aiokafka --------------------------------------------------------------------------------

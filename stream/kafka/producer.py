@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
+from aiokafka.errors import MessageSizeTooLargeError, ProducerClosed, RecordTooLargeError
 
 from stream.kafka.configuration import MAX_RECORD_BYTES, REQUEST_TIMEOUT_MS, client_options
 from stream.kafka.retry import Backoff
@@ -46,6 +46,11 @@ class Record(Protocol):
 
 
 R = TypeVar("R", bound=Record)
+
+
+class DeliveryFailed(Exception):
+    """Records that can never be delivered by this producer: it was stopped before the
+    broker had them all (a retry would only fail again)."""
 
 
 def make_producer(settings: Settings) -> AIOKafkaProducer:
@@ -111,11 +116,16 @@ async def deliver_until_done(
 ) -> None:
     """Send until the broker has every record. A record the broker can never take is
     replaced by what `instead_of_too_large` returns (None: nothing); other failures are
-    retried with backoff, and resending is harmless: the same bytes with the same ids."""
+    retried with backoff, and resending is harmless: the same bytes with the same ids.
+    Raises DeliveryFailed if the producer is stopped first."""
     pending: Sequence[R] = records
     backoff = Backoff()
     while pending:
         failed = await send(producer, pending)
+        closed = next((error for _, error in failed if isinstance(error, ProducerClosed)), None)
+        if closed is not None:
+            raise DeliveryFailed(f"the producer stopped with {len(failed)} of {len(pending)} "
+                                 "records undelivered") from closed
         retry = [instead_of_too_large(record, error) if isinstance(error, NEVER_FITS)
                  else record for record, error in failed]
         pending = [record for record in retry if record is not None]

@@ -1,32 +1,26 @@
-"""The Faust adapter: an app built from Settings, running the engine over batches of events."""
+"""The Faust adapter, assembled: an app built from Settings, with its tables, its batch lane
+(stream.worker.batches), the commit (stream.worker.commit), lag (stream.worker.lag), the stall
+watch (stream.worker.stalls) and the web pages (stream.worker.pages)."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
-import time
 from dataclasses import dataclass
-
-import faust
-from aiokafka.errors import KafkaError
-from faust.types import Message
 
 from stream.engine import Engine, Limits
 from stream.kafka import internals
-from stream.kafka.admin import partition_counts
-from stream.kafka.configuration import MAX_RECORD_BYTES, client_options, faust_credentials
+from stream.kafka.configuration import MAX_RECORD_BYTES, faust_credentials
 from stream.kafka.producer import make_producer
 from stream.settings import Settings
-from stream.worker.checkpoint import Checkpoint
-from stream.worker.lane import LaneApp, LaneConsumer
+from stream.worker.batches import batch_handler
+from stream.worker.commit import Committer
+from stream.worker.lag import Lag
+from stream.worker.lane import LaneApp
 from stream.worker.metrics import Readings, WorkerMetrics
+from stream.worker.pages import add_pages
 from stream.worker.processor import BatchProcessor
+from stream.worker.stalls import watch_for_stalls
 from stream.worker.tables import TableStore
 
-log = logging.getLogger(__name__)
-
-STALLED_EXIT_CODE = 3
 # What one fetch takes of a partition: a larger record still comes whole (brokers return the
 # first batch even when it exceeds this), and fetches of this size keep records arriving
 # while a batch is processed instead of in a few huge responses.
@@ -37,13 +31,12 @@ MEMORY_TABLE = "memory"
 
 @dataclass
 class Worker:
-    app: faust.App
+    app: LaneApp
     processor: BatchProcessor
     store: TableStore
     settings: Settings
     metrics: WorkerMetrics
-    # per input partition, the consumer's fetch position as last read (see _fetch_positions)
-    fetched: dict[int, int]
+    lag: Lag
 
 
 def changelog_topics(settings: Settings) -> list[str]:
@@ -54,6 +47,9 @@ def create_app(settings: Settings) -> Worker:
     app = LaneApp(
         settings.app_id,
         make_producer=lambda: make_producer(settings),
+        # at the app's start, when `metrics` (below) exists
+        make_committer=lambda producer, acknowledger: Committer(
+            producer, acknowledger, settings.dlq_topic, metrics),
         broker=settings.broker,
         broker_credentials=faust_credentials(settings),
         store="memory://",
@@ -88,7 +84,8 @@ def create_app(settings: Settings) -> Worker:
     store = TableStore(internals.table_dict(sessions), internals.table_dict(memory),
                        sessions.changelog_topic_name, memory.changelog_topic_name)
     processor = BatchProcessor(
-        Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars)),
+        Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars,
+                      heartbeat_prompt=settings.heartbeat_prompt)),
         store,
         settings,
     )
@@ -100,182 +97,11 @@ def create_app(settings: Settings) -> Worker:
         value_serializer="raw",
         partitions=settings.partitions,
     )
-    fetched: dict[int, int] = {}
+    lag = Lag(app, settings.input_topic, processor.positions)
     metrics = WorkerMetrics(Readings(
-        processor.tally,
-        lambda: dict(processor.outputs_by_topic),
-        store.size,
-        lambda: {p: lag for p, lag in _lag(app, settings.input_topic, processor.positions,
-                                           fetched).items()
-                 if lag is not None},
-    ))
-    worker = Worker(app, processor, store, settings, metrics, fetched)
-    app.lane(source, _batch_handler(worker))
-    _add_pages(worker)
-    _watch_for_stalls(worker)
-    return worker
-
-
-def _batch_handler(worker: Worker):
-    """The lane's handler. A batch is processed and its state written to the tables at once;
-    its checkpoint (stream.worker.checkpoint) commits it while the next batch is fetched and
-    processed, after the checkpoint of the batch before."""
-    settings = worker.settings
-    last_sweep = time.monotonic()
-    committing: asyncio.Future | None = None
-
-    async def clean(messages: list[Message]) -> None:
-        # Runs inside Faust's fetcher: nothing may escape it. The engine dead-letters what it
-        # cannot process, and delivery is retried until the broker has every record.
-        nonlocal last_sweep, committing
-        started = time.monotonic()
-        sweep = started - last_sweep >= settings.ttl_sweep_interval
-        if sweep:
-            last_sweep = started
-        batch = worker.processor.process(messages, time.time(),
-                                         _owned(worker.app, settings.input_topic), sweep)
-        if batch.forgotten:
-            log.info("forgot %d sessions idle longer than %ss", batch.forgotten,
-                     settings.session_ttl)
-        previous = committing
-        checkpoint = Checkpoint(batch, messages, started=started, previous=previous)
-        committing = asyncio.ensure_future(checkpoint.commit(
-            worker.app.batch_producer, _consumer(worker.app), settings.dlq_topic,
-            worker.metrics))
-        if previous is not None:
-            await previous
-
-    return clean
-
-
-def _consumer(app: faust.App) -> LaneConsumer:
-    return app.consumer  # type: ignore[return-value]
-
-
-def _owned(app: faust.App, topic: str) -> set[int]:
-    return {tp.partition for tp in app.consumer.assignment() if tp.topic == topic}
-
-
-def _lag(app: faust.App, topic: str, positions: dict[int, int],
-         fetched: dict[int, int]) -> dict[int, int | None]:
-    """Records behind the newest one the consumer has seen, per assigned input partition,
-    counted from what this worker processed or, for a partition it has not processed yet,
-    from the group's committed offset; None where no fetch has reported the end yet.
-
-    Offsets that hold no record (the commit marker after a transaction's records, a record
-    compaction removed) are never processed: the consumer's fetch position passes them, and
-    counting from it keeps a partition that ends in a marker from looking one record behind
-    forever (which made the stall watchdog restart an idle worker on a transactional input).
-    """
-    lag: dict[int, int | None] = {}
-    consumer = app.consumer
-    for tp in consumer.assignment():
-        if tp.topic != topic:
-            continue
-        highwater = consumer.highwater(tp)
-        committed = internals.committed_offset(consumer, tp) or 0
-        position = max(positions.get(tp.partition, 0), committed, fetched.get(tp.partition, 0))
-        lag[tp.partition] = None if highwater is None else max(0, highwater - position)
-    return lag
-
-
-async def _fetch_positions(app: faust.App, topic: str, fetched: dict[int, int]) -> None:
-    """Read the consumer's fetch position of each assigned input partition into `fetched`.
-
-    The position is past every record the consumer handed on, and past the offsets without a
-    record it read over; a record handed on is in the lane's batch at once, so between it and
-    what was processed lies nothing but such offsets (or, for a moment, a fetch on its way).
-    """
-    consumer = app.consumer
-    owned = [tp for tp in consumer.assignment() if tp.topic == topic]
-    # A partition without a position yet (a rebalance under way) is left for the next tick.
-    found = await asyncio.gather(*(asyncio.wait_for(consumer.position(tp), 2.0) for tp in owned),
-                                 return_exceptions=True)
-    fetched.clear()
-    fetched.update({tp.partition: position for tp, position in zip(owned, found, strict=True)
-                    if isinstance(position, int)})
-
-
-def _watch_for_stalls(worker: Worker) -> None:
-    """Faust can stop feeding an agent after a rebalance while its partitions still hold
-    records (seen here with a worker rejoining a group). A worker that has work but makes no
-    progress for `stall_timeout` exits with code 3 so its supervisor restarts it; processing
-    is replay-safe, so the restart loses and doubles nothing.
-
-    A broker that does not answer is no stall (stream.kafka.retry): Faust's consumer and the
-    deliveries wait for it, and a restart would only wait too (or give up at start-up). The
-    stall clock starts again when the broker answers."""
-    timeout = worker.settings.stall_timeout
-    settings = worker.settings
-    processor, app, topic = worker.processor, worker.app, settings.input_topic
-    seen = _Progress(entries=-1, since=time.monotonic())
-
-    @app.timer(min(5.0, timeout / 3) if timeout > 0 else 5.0, name="stall-watchdog")
-    async def watchdog() -> None:
-        # also what /metrics counts lag from
-        await _fetch_positions(app, topic, worker.fetched)
-        if timeout <= 0:
-            return
-        now = time.monotonic()
-        if processor.tally.entries_in != seen.entries:
-            seen.entries, seen.since = processor.tally.entries_in, now
-            if seen.broker_away:
-                log.warning("processing again: the broker at %s is back", settings.bootstrap)
-                seen.broker_away = False
-            return
-        # A partition whose end no fetch reported for so long is not being fetched: stalled.
-        lags = _lag(app, topic, processor.positions, worker.fetched).values()
-        behind = sum(1 if lag is None else lag for lag in lags)
-        if behind == 0:
-            seen.since = now
-            return
-        if not await _broker_answers(settings):
-            if not seen.broker_away:
-                log.warning("%d records behind and none processed: the broker at %s does not "
-                            "answer; waiting for it", behind, settings.bootstrap)
-            seen.broker_away, seen.since = True, time.monotonic()
-            return
-        if seen.broker_away:
-            log.warning("the broker at %s answers again; nothing processed yet",
-                        settings.bootstrap)
-            seen.broker_away = False
-        if now - seen.since >= timeout:
-            log.error("stalled: %d records behind and none processed for %.0fs; exiting "
-                      "for a restart", behind, now - seen.since)
-            logging.shutdown()
-            os._exit(STALLED_EXIT_CODE)
-
-
-@dataclass
-class _Progress:
-    entries: int
-    since: float  # when the watchdog last saw progress, nothing to do, or no broker
-    broker_away: bool = False
-
-
-async def _broker_answers(settings: Settings) -> bool:
-    try:
-        await asyncio.wait_for(partition_counts(client_options(settings), []), 15)
-    except (KafkaError, OSError, TimeoutError):
-        return False
-    return True
-
-
-def _add_pages(worker: Worker) -> None:
-    app, processor, store, metrics = worker.app, worker.processor, worker.store, worker.metrics
-
-    @app.page("/stats")
-    async def stats(web, request):
-        sessions, memory = store.size()
-        assigned = sorted(tp.partition for tp in app.consumer.assignment()
-                          if tp.topic == worker.settings.input_topic)
-        body = {
-            **processor.tally.as_json(),
-            "table_keys": {"sessions": sessions, "memory": memory},
-            "assigned_partitions": assigned,
-        }
-        return web.json(body)
-
-    @app.page("/metrics")
-    async def prometheus(web, request):
-        return web.bytes(metrics.text(), content_type="text/plain; version=0.0.4")
+        processor.tally, lambda: dict(processor.outputs_by_topic), store.size, lag.known))
+    app.lane(source, batch_handler(app, processor, settings))
+    add_pages(app, topic=settings.input_topic, tally=processor.tally, store=store, lag=lag,
+              metrics=metrics)
+    watch_for_stalls(app, processor.tally, lag, settings)
+    return Worker(app, processor, store, settings, metrics, lag)

@@ -5,21 +5,25 @@ Faust hands every record to its agents one at a time, and per record it starts f
 costs more than the cleaning itself (docs/performance.md). The lane takes the lane topic's
 records out of each fetch as one batch and awaits the handler with them inside the fetcher.
 Everything else stays Faust's: the consumer group and its assignment (the topic is subscribed
-like any agent's and co-partitioned with the tables), table recovery, and commits, which
-follow the acks the handler gives once a batch is delivered (possibly after it returned).
-Records are tracked as in flight until acked, so a rebalance or a stop waits for them
-(`stream_wait_empty`) before partitions move or the final commit.
+like any agent's and co-partitioned with the tables), table recovery, and offset commits,
+which follow the acks the app's `Committer` (stream.worker.commit) gives, possibly after the
+handler returned. Records are tracked as in flight until acked, so a rebalance or a stop
+waits for them (`stream_wait_empty`) before partitions move or the final commit.
 
 Changelog records of the tables named with `restore_in_batches` are applied a fetch at a
 time too (`LaneConsumer._restore`); Faust's recovery still decides what to read and when
 it is done.
+
+What of Faust's machinery this needs (its consumer's offsets and acks bookkeeping, the hooks
+where the consumer is made, its recovery's progress) is reached through
+stream.kafka.internals only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import faust
@@ -28,42 +32,59 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
 from stream.kafka import internals
+from stream.worker.commit import Acknowledger, Committer
 
 LaneHandler = Callable[[list[Message]], Awaitable[None]]
 
 FETCH_MAX_WAIT_MS = 100
 
 
+MakeCommitter = Callable[[AIOKafkaProducer, Acknowledger], Committer]
+
+
 class LaneApp(faust.App):
-    """A Faust app whose consumer delivers the records of `lanes` topics in batches, with
-    an aiokafka producer of its own for handlers that send whole batches (Faust's producer
-    takes one record at a time)."""
+    """A Faust app whose consumer delivers the records of `lanes` topics in batches, and
+    whose `committer` commits them, with an aiokafka producer of its own that sends whole
+    batches (Faust's producer takes one record at a time) and the consumer's acks."""
 
     def __init__(self, *args: Any, make_producer: Callable[[], AIOKafkaProducer],
-                 **kwargs: Any) -> None:
+                 make_committer: MakeCommitter, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lanes: dict[str, LaneHandler] = {}
         self.restored_tables: set[str] = set()
         self._make_producer = make_producer
+        self._make_committer = make_committer
         self._batch_producer: AIOKafkaProducer | None = None
+        self._committer: Committer | None = None
+        # through Faust's public setter, before anything asks the app for its transport
+        self.transport = internals.lane_transport(LaneConsumer, FETCH_MAX_WAIT_MS)(
+            self.conf.broker_consumer, self)
 
     @property
-    def batch_producer(self) -> AIOKafkaProducer:
-        if self._batch_producer is None:
+    def committer(self) -> Committer:
+        if self._committer is None:
             raise RuntimeError("the app has not started")
-        return self._batch_producer
+        return self._committer
+
+    @property
+    def lane_consumer(self) -> LaneConsumer:
+        consumer = self.consumer
+        if not isinstance(consumer, LaneConsumer):
+            raise TypeError(f"the lane's transport makes LaneConsumers, not {type(consumer)}")
+        return consumer
 
     async def on_start(self) -> None:
-        # before the consumer starts, so a lane handler always finds the producer running
+        # before the consumer starts, so a lane handler always finds the committer running
         await super().on_start()
         self._batch_producer = self._make_producer()
         await self._batch_producer.start()
+        self._committer = self._make_committer(self._batch_producer, self.lane_consumer)
 
     async def on_stop(self) -> None:
         await super().on_stop()
         if self._batch_producer is not None:
             await self._batch_producer.stop()
-            self._batch_producer = None
+            self._batch_producer = self._committer = None
 
     def lane(self, topic: faust.TopicT, handler: LaneHandler) -> None:
         self.topics.add(topic)
@@ -75,9 +96,6 @@ class LaneApp(faust.App):
         no changelog callbacks: records are applied to the store as they are."""
         self.restored_tables.add(table.changelog_topic_name)
 
-    def _new_transport(self) -> Any:
-        return _Transport(self.conf.broker_consumer, self)
-
 
 class LaneConsumer(faust_aiokafka.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -85,17 +103,21 @@ class LaneConsumer(faust_aiokafka.Consumer):
         # per changelog partition, the offset of the last record left to Faust's recovery
         self._passed_on: dict[TP, int] = {}
 
-    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+    def _lane_app(self) -> LaneApp:
+        app = self.app
+        if not isinstance(app, LaneApp):
+            raise TypeError(f"a LaneConsumer serves a LaneApp, not {type(app)}")
+        return app
 
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
-        lanes: dict[str, LaneHandler] = self.app.lanes  # type: ignore[attr-defined]
+        app = self._lane_app()
+        lanes = app.lanes
         batches: dict[str, list[Message]] = {}
         # Faust's own rule for records after a seek: older than the read offset is old news.
         read_offset = internals.read_offsets(self)
         unacked = internals.unacked_messages(self)
         restoring: dict[TP, list[Message]] = {}
-        restored_tables = self.app.restored_tables  # type: ignore[attr-defined]
+        restored_tables = app.restored_tables
         async for tp, message in super().getmany(timeout):
             if tp.topic not in lanes:
                 if tp.topic in restored_tables:
@@ -125,7 +147,8 @@ class LaneConsumer(faust_aiokafka.Consumer):
     async def _handle(self, lanes: dict[str, LaneHandler],
                       batches: dict[str, list[Message]]) -> None:
         for topic, batch in batches.items():
-            self._mark_inbound({m.tp for m in batch})
+            # Faust's slow-processing checks read when a stream last took a record
+            internals.mark_inbound(self.app, {m.tp for m in batch}, time.monotonic())
             await lanes[topic](batch)
 
     def _restore(self, tp: TP, messages: list[Message]) -> list[Message]:
@@ -139,12 +162,8 @@ class LaneConsumer(faust_aiokafka.Consumer):
         the record passed on before it (its offset for the partition has reached it), and
         after Faust's own buffers were applied.
         """
-        recovery = self.app.tables.recovery
-        if tp in recovery.active_tps:
-            offsets = recovery.active_offsets
-        elif tp in recovery.standby_tps:
-            offsets = recovery.standby_offsets
-        else:
+        offsets = internals.recovery_offsets(self.app, tp)
+        if offsets is None:
             return messages
         seen = offsets.get(tp)
         passed_on = self._passed_on.get(tp)
@@ -153,48 +172,14 @@ class LaneConsumer(faust_aiokafka.Consumer):
         if behind or len(fresh) < 2:
             passed = fresh
         else:
-            recovery.flush_buffers()
-            recovery.tp_to_table[tp].apply_changelog_batch([_Change(m) for m in fresh[:-1]])
+            internals.apply_changelog(self.app, tp, fresh[:-1])
             offsets[tp] = fresh[-2].offset
             passed = fresh[-1:]
         if passed:
             self._passed_on[tp] = passed[-1].offset
         return passed
 
-    def ack_all(self, messages: list[Message]) -> None:
+    def ack_all(self, messages: Sequence[Message]) -> None:
         ack = self.ack
         for message in messages:
             ack(message)
-
-    def _mark_inbound(self, tps: set[TP]) -> None:
-        # Faust's slow-processing checks read when a stream last took a record of a partition.
-        inbound = self.app.monitor.stream_inbound_time
-        now = time.monotonic()
-        for tp in tps:
-            inbound[tp] = now
-
-
-class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    def _create_worker_consumer(self, transport: Any) -> Any:
-        consumer = super()._create_worker_consumer(transport)
-        # Faust asks brokers to hold a fetch up to 1.5 s for new data, and aiokafka sends a
-        # broker no fetch while one is in flight: one partition at its end (an idle session,
-        # a small partition) then held every other partition on that broker for 1.5 s per
-        # round. Brokers still answer at once when data is there.
-        internals.set_fetch_max_wait(consumer, FETCH_MAX_WAIT_MS)
-        return consumer
-
-
-class _Change:
-    """What a table's `apply_changelog_batch` reads of a changelog event."""
-
-    __slots__ = ("key", "message", "value")
-
-    def __init__(self, message: Message) -> None:
-        self.key = message.key
-        self.value = message.value
-        self.message = message
-
-
-class _Transport(faust_aiokafka.Transport):
-    Consumer = LaneConsumer

@@ -2,10 +2,8 @@
 
 `process` runs the engine over a batch, then writes the state of every session it touched
 back to the table store in one transaction, and returns both the batch's output records and
-that transaction's changelog records. Sending them, in that order, and only then
-acknowledging the inputs is `stream.worker.checkpoint`'s: a crash before the changelog lands
-replays the batch against the old state, which reproduces the same outputs; a crash after it
-replays against the new state, which the engine recognises by source offset.
+that transaction's changelog records. Committing them (the order, and why) is
+`stream.worker.commit`'s.
 """
 
 from __future__ import annotations
@@ -14,15 +12,19 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from stream.engine import Engine, KafkaSource, Session, SessionState, Verdict
+import orjson
+
+from stream.engine import DeadLetter, Engine, KafkaSource, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
 from stream.engine.tally import Tally
 from stream.settings import Settings
 from stream.worker.tables import ChangelogRecord, StoredSession, TableStore, TableTransaction
 
 log = logging.getLogger(__name__)
+
+SESSION_HEADERS = "openclaw-"
 
 
 class Incoming(Protocol):
@@ -38,6 +40,8 @@ class Incoming(Protocol):
     def key(self) -> bytes | None: ...
     @property
     def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> object: ...
 
 
 @dataclass(slots=True)
@@ -48,6 +52,7 @@ class InRecord:
     key: bytes | None
     value: bytes | None
     timestamp: float | None = None
+    headers: Any = None  # (name, value) pairs or a mapping, as a Faust message has them
 
 
 @dataclass(slots=True, init=False)
@@ -99,8 +104,8 @@ class _Open:
 
 @dataclass(slots=True)
 class ProcessedBatch:
-    """What a batch leaves behind, to be sent in this order: its outputs, then the changelog
-    of the state they came from."""
+    """What a batch leaves behind for its commit (stream.worker.commit): its outputs and the
+    changelog of the state they came from."""
 
     outputs: list[OutRecord]
     changelog: list[ChangelogRecord]
@@ -141,7 +146,7 @@ class BatchProcessor:
                 opened = self._session(session_id, record.partition)
                 verdict = self.engine.process(opened.session, record.value, source)
             self.tally.add(verdict)
-            outputs += self._outputs(source, record.key, verdict)
+            outputs += self._outputs(source, record.key, verdict, record.headers)
             self.positions[record.partition] = record.offset + 1
         self.outputs_by_topic.update(out.topic for out in outputs)
         transaction = self.store.transaction()
@@ -183,24 +188,53 @@ class BatchProcessor:
             return SessionState()
         return stored.state if stored is not None else SessionState()
 
-    def _outputs(self, source: KafkaSource, key: bytes | None,
-                 verdict: Verdict) -> Iterator[OutRecord]:
+    def _outputs(self, source: KafkaSource, key: bytes | None, verdict: Verdict,
+                 headers: object) -> Iterator[OutRecord]:
         settings = self.settings
         partition = source.partition
         if verdict.output is not None:
-            yield OutRecord(settings.clean_topic, partition, key, verdict.output, source)
+            yield OutRecord(settings.clean_topic, partition, key, verdict.output, source,
+                            headers=_session_headers(headers))
         for alert in verdict.alerts:
             yield OutRecord(settings.alerts_topic, partition, key, alert.to_bytes(), source)
         letter = verdict.dead_letter
         if letter is not None:
-            headers = [("reason", letter.reason.encode()), ("source", source_header(source))]
-            yield OutRecord(
-                settings.dlq_topic, partition, key, letter.to_bytes(), source, headers=headers
-            )
+            yield dead_letter_record(settings.dlq_topic, partition, key, letter, source)
+
+
+def dead_letter_record(dlq_topic: str, partition: int, key: bytes | None, letter: DeadLetter,
+                       source: KafkaSource, *, raw_omitted: bool = False) -> OutRecord:
+    """The record of a dead letter, with the reason and source headers consumers filter on;
+    `raw_omitted` for a letter that stands in for bytes too large to send."""
+    if raw_omitted:
+        value = orjson.dumps({**letter.as_json(), "raw_encoding": "omitted"})
+    else:
+        value = letter.to_bytes()
+    headers = [("reason", letter.reason.encode()), ("source", source_header(source))]
+    return OutRecord(dlq_topic, partition, key, value, source, headers=headers)
 
 
 def source_header(source: KafkaSource) -> bytes:
     return f"{source.topic}/{source.partition}/{source.offset}".encode()
+
+
+def _session_headers(headers: object) -> list[tuple[str, bytes]] | None:
+    """The input record's `openclaw-*` headers (what the source knew of the session: agent,
+    key, the session it follows and why), for the clean record: a memory writer reads them."""
+    if isinstance(headers, dict):
+        pairs: list = list(headers.items())
+    elif isinstance(headers, (list, tuple)):
+        pairs = list(headers)
+    else:
+        return None
+    kept: list[tuple[str, bytes]] = []
+    for pair in pairs:
+        if isinstance(pair, tuple) and len(pair) == 2:
+            name, value = pair
+            if (isinstance(name, str) and name.startswith(SESSION_HEADERS)
+                    and isinstance(value, bytes)):
+                kept.append((name, value))
+    return kept or None
 
 
 def _session_id(key: bytes | None) -> tuple[str, str | None]:

@@ -33,7 +33,8 @@ import pytest
 
 from stream.brokers import RunningBroker, start_kafka
 from stream.brokers.local import stop_process
-from stream.consumers.memory_writer import MemoryWriter, duplicate_lines
+from stream.consumers.memory_writer.compare import duplicate_lines
+from stream.consumers.memory_writer.files import MemoryWriter
 from stream.settings import Settings
 from tests.support.harness import WorkerProcess, consume_all, run, wait_until, worker_settings
 from tests.support.outputs import (

@@ -159,6 +159,31 @@ def test_alert_snippets_are_opt_in_with_the_worker_s_flag_name(tmp_path):
     assert all("snippet" not in alert["evidence"] for alert in read_jsonl(plain))
 
 
+def test_a_configured_heartbeat_prompt_is_given_with_the_worker_s_flag_name(tmp_path):
+    """A heartbeat turn known only by its configured prompt: its replayed reply is dropped
+    only when the prompt is given."""
+    prompt = "Check the inbox. Say NO_REPLY when nothing changed."
+
+    def msg(n: int, role: str, text: str, **fields) -> dict:
+        body = {"role": role, "content": [{"type": "text", "text": text}], **fields}
+        return {"type": "message", "id": f"m{n}", "parentId": f"m{n - 1}" if n else None,
+                "message": body}
+
+    final = {"provider": "openclaw", "model": "delivery-mirror",
+             "openclawDeliveryMirror": {"kind": "channel-final", "sourceMessageId": "hb-1"}}
+    values = [{"type": "session", "version": 3, "id": "sess-h", "cwd": "/tmp"},
+              msg(0, "user", "status?"), msg(1, "assistant", TEXT), msg(2, "user", prompt),
+              msg(3, "assistant", "NO_REPLY"), msg(4, "assistant", TEXT, **final)]
+    path = write(tmp_path / "sess-h.jsonl", [line(value) for value in values])
+    out = {}
+    for name, extra in (("default", []), ("configured", ["--heartbeat-prompt", prompt])):
+        alerts = tmp_path / f"{name}.alerts.jsonl"
+        assert main(["clean", str(path), "--out", str(tmp_path / name), "--alerts", str(alerts),
+                     *extra]) == 0
+        out[name] = [a["kind"] for a in read_jsonl(alerts) if a["action"] == "dropped"]
+    assert out == {"default": [], "configured": ["silent_turn_replay"]}
+
+
 def test_alert_ids_are_the_same_on_a_second_run(tmp_path):
     path = write(tmp_path / "sess-c.jsonl", session_lines("sess-c"))
     runs = []

@@ -27,7 +27,14 @@ def test_dev_runs_the_example_sessions_through_its_own_broker(tmp_path: Path) ->
     assert summary.endswith("| dead letters 0")
     drops = [line for line in done.stdout.splitlines() if "delivery_mirror_duplicate" in line]
     assert len(drops) == 2
-    # the memory files written from the raw topic repeat the CLI copies; the clean ones do not
+    # the memory files written from the raw topic repeat the CLI copies and the two delivery
+    # mirrors; the clean ones do not
     total = [line.split() for line in done.stderr.splitlines() if line.startswith("total")]
-    assert total == [["total", "28", "4", "24", "0"]]
+    assert total == [["total", "30", "6", "24", "0"]]
+    # one clean memory file shown as OpenClaw's memory indexes it, header first
+    shown = [line.removeprefix("  | ") for line in done.stderr.splitlines()
+             if line.startswith("  | ")]
+    assert shown[0].startswith("# Session: ")
+    assert "## Conversation" in shown
+    assert any(line.startswith("assistant: ") for line in shown)
     assert "stopped the worker and the broker" in done.stderr

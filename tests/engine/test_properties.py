@@ -430,7 +430,9 @@ def test_interleaved_sessions_give_the_same_per_session_results(sessions, rnd):
 
 
 # Drops decided by identity (an id, a key, a copy's place and payload), not by text.
-IDENTITY_DROPS = ("redelivery", "idempotent_replay", "announce_retry_duplicate", "rewrite_copy")
+IDENTITY_DROPS = (
+    "redelivery", "idempotent_replay", "announce_retry_duplicate", "rewrite_copy", "persisted_copy",
+)
 
 
 @SETTINGS

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from stream.engine import Limits
 from tests.support.builders import (
     alerts,
     assert_valid_tree,
     assistant,
     custom,
     drops,
+    encode,
     entry,
     header,
     kept,
@@ -56,17 +58,58 @@ def test_a_sibling_copy_of_the_user_turn_is_dropped_and_its_reply_hangs_below_th
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_second_delivery_after_the_first_reply_keeps_both_replies_in_order():
+def test_a_second_delivery_after_the_first_reply_keeps_both_replies_below_the_original():
     """#126680: the copy came after the first reply and got its own model call: both replies
-    are real; the second stays after the first."""
+    are real, and the second answers the same input, so it moves below the original."""
     original = user(TEXT, idempotency_key="k:user")
     first = assistant("You have two meetings.")
     copy = user(TEXT, idempotency_key="k:user")
     second = assistant("Two meetings tomorrow: standup and review.")
     verdicts = run([header(), original, first, copy, second])
     assert drops(verdicts) == {copy["id"]: ("idempotent_replay", original["id"])}
-    assert parents(verdicts)[second["id"]] == first["id"]
+    assert parents(verdicts)[second["id"]] == original["id"]
     assert [a.kind for a in alerts(verdicts)] == ["idempotent_replay", "consecutive_assistant"]
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        lambda: assistant("You have two meetings."),
+        lambda: assistant("You have two meetings.", thinking="Two events tomorrow."),
+    ],
+    ids=["plain-reply", "reply-with-thinking"],
+)
+def test_a_second_delivery_reply_with_the_first_text_and_zero_usage_is_kept(first):
+    """The developers' note on #126680: the second delivery's reply repeats the first reply's
+    text with a usage of zeros. With the user copy between them dropped it would look like
+    the first reply's delivery receipt or cleaned child (rule 5) or its echo (rule 6), in this
+    cleaning or the next; it answers the original, so it hangs there and is no copy."""
+    original = user(TEXT, idempotency_key="k:user")
+    reply = first()
+    copy = user(TEXT, idempotency_key="k:user")
+    second = assistant("You have two meetings.", usage=zero_usage())
+    verdicts = run([header(), original, reply, copy, second])
+    assert drops(verdicts) == {copy["id"]: ("idempotent_replay", original["id"])}
+    assert parents(verdicts)[second["id"]] == original["id"]
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_a_receipt_below_the_reply_to_a_second_delivery_is_still_dropped():
+    """The near miss: below the second delivery's reply, its own receipt is a copy."""
+    original = user(TEXT, idempotency_key="k:user")
+    copy = user(TEXT, idempotency_key="k:user")
+    second = assistant("Two meetings tomorrow.")
+    receipt = assistant("Two meetings tomorrow.", usage=zero_usage())
+    verdicts = run([header(), original, assistant("You have two meetings."), copy, second,
+                    receipt])
+    assert drops(verdicts) == {
+        copy["id"]: ("idempotent_replay", original["id"]),
+        receipt["id"]: ("cleaned_child_duplicate", second["id"]),
+    }
+    assert_clean_twice_is_clean(verdicts)
 
 
 @pytest.mark.parametrize(
@@ -89,14 +132,8 @@ def test_a_user_sending_again_is_never_a_copy(second):
 # --- idle-timeout retry (#95766): rule 2, and detection 15 -------------------------------------
 
 
-def _aborted(**fields):
-    return assistant(
-        content=[],
-        usage=zero_usage(),
-        stop_reason="aborted",
-        error="LLM idle timeout (120s): no response from model",
-        **fields,
-    )
+def _aborted(error: str = "LLM idle timeout (120s): no response from model", **fields):
+    return assistant(content=[], usage=zero_usage(), stop_reason="aborted", error=error, **fields)
 
 
 def test_a_keyed_retry_after_an_idle_timeout_is_dropped_and_the_retry_reply_kept():
@@ -195,6 +232,45 @@ def test_a_retried_settle_wake_with_the_same_content_is_dropped():
 def test_wake_near_misses_are_kept(key, text):
     first = _wake(BASE) if not key.startswith("channel") else _wake("channel-final:m1:0")
     verdicts = run([header(), first, assistant("Done."), _wake(key, text)])
+    assert not drops(verdicts)
+
+
+def test_the_user_turn_of_a_retried_settle_wake_is_dropped():
+    """2026.9.6: the wake's key is the run id of the turn it starts, and the turn's user
+    message is keyed `<runId>:user`, so a retry's ends `:retry-N:user`."""
+    first = _wake(BASE + ":user")
+    answer = assistant("The diagnostics finished.")
+    retry = _wake(BASE + ":retry-1:user")
+    verdicts = run([header(), user("run the diagnostics"), first, answer, retry,
+                    assistant("NO_REPLY")])
+    assert drops(verdicts) == {retry["id"]: ("announce_retry_duplicate", first["id"])}
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_the_aborted_partial_of_a_retried_wake_run_is_dropped():
+    """`captureAbortedPartial` keys the partial reply of a run `<runId>:assistant`."""
+    partial = assistant("Checking the children", idempotency_key=BASE + ":assistant",
+                        usage=zero_usage(), stop_reason="aborted")
+    retried = assistant("Checking the children", idempotency_key=BASE + ":retry-2:assistant",
+                        usage=zero_usage(), stop_reason="aborted",
+                        content=partial["message"]["content"])
+    verdicts = run([header(), _wake(BASE + ":user"), partial, _wake(BASE + ":retry-2:user"),
+                    retried])
+    assert drops(verdicts)[retried["id"]] == ("announce_retry_duplicate", partial["id"])
+
+
+@pytest.mark.parametrize(
+    "first_key,retry_key,text",
+    [
+        (BASE + ":user", BASE + ":retry-1:user", WAKE + "\nA second child finished too."),
+        (BASE + ":user", BASE + ":retry-1:assistant", WAKE),
+        (BASE, BASE + ":retry-1:user", WAKE),
+        (BASE + ":user", BASE.replace("yield-1", "yield-2") + ":retry-1:user", WAKE),
+    ],
+    ids=["other-content", "other-role-suffix", "first-without-turn-suffix", "other-batch"],
+)
+def test_retried_wake_turn_near_misses_are_kept(first_key, retry_key, text):
+    verdicts = run([header(), _wake(first_key), assistant("Done."), _wake(retry_key, text)])
     assert not drops(verdicts)
 
 
@@ -314,6 +390,113 @@ def test_rewrite_near_misses_are_kept(change):
     assert "A2" not in drops(verdicts)
 
 
+# --- the same message persisted again (#95766, #128472, #66443, #72511): rule 2c ----------------
+
+
+def test_a_prompt_replayed_byte_for_byte_after_an_idle_timeout_is_dropped():
+    """#128472: an unkeyed prompt, an empty aborted reply, then the same `message` again, its
+    numeric timestamp included: the same message persisted twice. The reply to the replay
+    answers the original."""
+    original = _stamped(user(TEXT), 1_796_200_001_000)
+    aborted = _stamped(_aborted(error="LLM idle timeout (60s): no response from model"),
+                       1_796_200_061_000)
+    again = {**original, "id": "again", "parentId": aborted["id"]}
+    reply = assistant("You have two meetings.", parent="again")
+    verdicts = run([header(), original, aborted, again, reply])
+    assert drops(verdicts) == {"again": ("persisted_copy", original["id"])}
+    assert parents(verdicts)[reply["id"]] == original["id"]
+    (alert,) = alerts(verdicts, "persisted_copy")
+    assert alert.evidence == {"payload": f"{_payload(original):08x}", "type": "message"}
+    assert not alerts(verdicts, "retried_prompt")
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+def _payload(item: dict) -> int:
+    from stream.engine.entry import parse
+
+    return parse(encode([item])[0]).payload
+
+
+def test_the_same_words_typed_again_after_an_idle_timeout_are_kept_and_reported():
+    """A person sending the prompt again: a new timestamp, so another message."""
+    original = _stamped(user(TEXT), 1_796_200_001_000)
+    again = _stamped(user(TEXT), 1_796_200_090_000)
+    verdicts = run([header(), original, _aborted(), again, assistant("Two meetings.")])
+    assert not drops(verdicts)
+    (alert,) = alerts(verdicts, "retried_prompt")
+    assert alert.related_entry_id == original["id"]
+
+
+def _compaction(id: str, parent: str, first_kept: str = "u2", tokens: int = 91234) -> dict:
+    return entry("compaction", id=id, parent=parent, summary="Earlier: the log had 3 errors.",
+                 firstKeptEntryId=first_kept, tokensBefore=tokens)
+
+
+def test_a_line_of_copies_after_a_compaction_is_dropped():
+    """#66443, #72511: after a compaction the same user turns and compactions are appended
+    again, each below the previous copy, only the ids new. The first user copy is the same
+    message persisted again; what follows it stands beside its original (rule 2b)."""
+    u1 = _stamped(user("read the log", id="u1", parent=None), 1_796_100_001_000)
+    a1 = _stamped(assistant("3 errors.", id="a1"), 1_796_100_002_000)
+    u2 = _stamped(user("fix them", id="u2"), 1_796_100_003_000)
+    a2 = _stamped(assistant("Fixed.", id="a2"), 1_796_100_004_000)
+    cp = _compaction("cp", "a2")
+    line = [{**u2, "id": "U2", "parentId": "cp"}, {**a2, "id": "A2", "parentId": "U2"},
+            {**cp, "id": "CP", "parentId": "A2"}, {**u2, "id": "U2b", "parentId": "CP"},
+            {**a2, "id": "A2b", "parentId": "U2b"}, {**cp, "id": "CPb", "parentId": "A2b"}]
+    after = _stamped(user("thanks", id="u3", parent="CPb"), 1_796_100_009_000)
+    verdicts = run([header(), u1, a1, u2, a2, cp, *line, after])
+    assert drops(verdicts) == {
+        "U2": ("persisted_copy", "u2"),
+        "A2": ("rewrite_copy", "a2"),
+        "CP": ("rewrite_copy", "cp"),
+        "U2b": ("persisted_copy", "u2"),
+        "A2b": ("rewrite_copy", "a2"),
+        "CPb": ("rewrite_copy", "cp"),
+    }
+    assert parents(verdicts)["u3"] == "cp"
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_compaction_clones_each_below_the_previous_are_dropped():
+    u1 = _stamped(user("read the log", id="u1", parent=None), 1_796_100_001_000)
+    cp = _compaction("cp", "u1", first_kept="u1")
+    clones = [{**cp, "id": "cp2", "parentId": "cp"}, {**cp, "id": "cp3", "parentId": "cp2"}]
+    after = _stamped(user("go on", id="u2", parent="cp3"), 1_796_100_009_000)
+    verdicts = run([header(), u1, cp, *clones, after])
+    assert drops(verdicts) == {"cp2": ("persisted_copy", "cp"), "cp3": ("persisted_copy", "cp")}
+    assert parents(verdicts)["u2"] == "cp"
+    assert_clean_twice_is_clean(verdicts)
+
+
+@pytest.mark.parametrize("change", ["boundary", "tokens", "summary"])
+def test_a_second_compaction_of_other_context_is_kept(change):
+    """#127436: two genuine compactions may share a summary text; their boundary or count
+    differs."""
+    u1 = _stamped(user("read the log", id="u1", parent=None), 1_796_100_001_000)
+    cp = _compaction("cp", "u1", first_kept="u1")
+    second = {**cp, "id": "cp2", "parentId": "cp"}
+    if change == "boundary":
+        second["firstKeptEntryId"] = "cp"
+    elif change == "tokens":
+        second["tokensBefore"] = 1489
+    else:
+        second["summary"] = "Earlier: the log had 4 errors."
+    assert not drops(run([header(), u1, cp, second]))
+
+
+def test_a_reply_persisted_twice_in_a_line_is_not_dropped_by_its_payload_alone():
+    """Replies are not indexed by payload: two identical replies one below the other are two
+    turns to OpenClaw's replay (the peer case), wherever they hang."""
+    a = _stamped(assistant(TEXT, id="a"), 1_796_100_004_000)
+    later = {**a, "id": "later", "parentId": "t"}
+    verdicts = run([header(), user(), a, _stamped(user("again?", id="t"), 1_796_100_005_000),
+                    later])
+    assert not drops(verdicts)
+
+
 # --- heartbeat re-commit (#143787): rule 3a ----------------------------------------------------
 
 HEARTBEAT = (
@@ -354,9 +537,10 @@ def test_every_silent_heartbeat_that_commits_the_same_reply_again_is_dropped():
 
 def test_the_delivered_mirror_of_the_previous_turn_is_what_a_heartbeat_copy_repeats():
     reply = assistant(TEXT)
-    delivered = _final(TEXT, "tg-1")  # names no source: kept, and reported
+    cache = custom()
+    delivered = _final(TEXT, "tg-1")  # below a custom entry, naming no source: kept
     copy = _final(TEXT, "hb-send-1")
-    verdicts = run([header(), user("What is on?"), reply, delivered, _heartbeat(),
+    verdicts = run([header(), user("What is on?"), reply, cache, delivered, _heartbeat(),
                     assistant("NO_REPLY"), copy])
     assert drops(verdicts) == {copy["id"]: ("silent_turn_replay", delivered["id"])}
 
@@ -377,6 +561,82 @@ def test_heartbeat_near_misses_are_kept(case):
         copy["message"]["openclawDelivery"] = {"mediaUrls": ["/tmp/report.pdf"]}
     turn = [copy, answer] if case == "before-silence" else [answer, copy]
     verdicts = run([header(), user("What is on?"), reply, opener, *turn])
+    assert copy["id"] not in drops(verdicts)
+
+
+# Heartbeat turns without provenance: OpenClaw's `isHeartbeatUserMessage` texts.
+
+CONTEXT_9 = (
+    "Follow the heartbeat monitor scratch context when provided. Recurring tasks are "
+    "automations; create or change their schedules with the automations tool, not heartbeat "
+    "scratch. Do not infer or repeat old tasks from prior chats."
+)
+PROMPT_9 = CONTEXT_9 + " If nothing needs attention, reply NO_REPLY."
+PROMPT_5 = (
+    "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or "
+    "repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK."
+)
+TASKS = "Run the following periodic tasks (only those due based on their intervals):"
+
+
+def _silent_turn(opener: dict, limits=None):
+    reply = assistant(TEXT)
+    copy = _final(TEXT, "hb-send-1")
+    verdicts = run([header(), user("What is on tomorrow?"), reply, opener, assistant("NO_REPLY"),
+                    copy], limits=limits)
+    return verdicts, reply, copy
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[OpenClaw heartbeat poll]",
+        "[OpenClaw cron wake]",
+        "[OpenClaw session event]",
+        "  [OpenClaw exec completion]\n",
+        "Delivery: to send a message, use the `message` tool.\n\n[OpenClaw heartbeat poll]",
+        PROMPT_9,
+        PROMPT_9 + "\n\nScratch: check the deploy queue.",
+        PROMPT_9 + "\n\nUse heartbeat_respond to report the wake outcome.",
+        PROMPT_5 + " Current time: 2026-05-12 08:00 UTC",
+        TASKS + "\n- inbox (every 30m)\nAfter completing all due tasks, reply NO_REPLY.",
+        TASKS + "\n- inbox\nAfter completing all due tasks, reply HEARTBEAT_OK.",
+    ],
+    ids=["poll", "cron-wake", "session-event", "exec-completion", "delivery-hint", "prompt-9.6",
+         "prompt-9.6-scratch", "prompt-9.6-response-tool", "prompt-5.12", "tasks-9.6",
+         "tasks-5.12"],
+)
+def test_a_heartbeat_turn_known_by_its_text_replays_nothing(text):
+    """Without `provenance`, a heartbeat user message is known as OpenClaw knows it, by its
+    text (the pinned releases' defaults)."""
+    verdicts, reply, copy = _silent_turn(user(text))
+    assert drops(verdicts) == {copy["id"]: ("silent_turn_replay", reply["id"])}
+
+
+def test_a_configured_heartbeat_prompt_given_to_the_worker_opens_a_heartbeat_turn():
+    prompt = "Check the inbox and the calendar. Say NO_REPLY when nothing changed."
+    opener = user(prompt + "\nCurrent time: 08:00")
+    verdicts, reply, copy = _silent_turn(opener, Limits(heartbeat_prompt=prompt + "  "))
+    assert drops(verdicts) == {copy["id"]: ("silent_turn_replay", reply["id"])}
+    verdicts, _, _ = _silent_turn(user(prompt + "\nCurrent time: 08:00"))
+    assert not drops(verdicts)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What does [OpenClaw heartbeat poll] mean in my transcript?",
+        "[OpenClaw heartbeat poll] and also check the build",
+        PROMPT_9 + " Also water the plants.",
+        TASKS + "\n- inbox (every 30m)",
+        "Please run: " + PROMPT_5,
+        HEARTBEAT,
+    ],
+    ids=["quoted", "poll-with-more", "prompt-9.6-continued", "tasks-without-completion",
+         "prompt-5.12-quoted", "other-release-prompt"],
+)
+def test_user_messages_that_only_look_like_a_heartbeat_are_kept(text):
+    verdicts, _, copy = _silent_turn(user(text))
     assert copy["id"] not in drops(verdicts)
 
 
@@ -485,10 +745,35 @@ def test_import_near_misses_are_kept(case):
 # --- channel finals that name no source (#126090, #121643): detection 16 -----------------------
 
 
-def test_a_channel_final_naming_no_source_after_its_reply_is_kept_and_reported():
+def test_a_channel_final_naming_no_source_below_its_reply_is_dropped():
+    """#126090, #121643: before 2026.9.6 every Telegram turn wrote a channel final naming only
+    its send, parented to the reply it delivered (`api: "cli"` replies too)."""
+    for api in ("anthropic-messages", "cli"):
+        reply = assistant(TEXT, api=api)
+        final = _final(TEXT, "telegram-final:agent:main:main:t1:0")
+        verdicts = run([header(), user(), reply, final])
+        assert drops(verdicts) == {final["id"]: ("delivery_mirror_duplicate", reply["id"])}
+        assert_clean_twice_is_clean(verdicts)
+
+
+def test_a_second_channel_final_below_the_first_is_another_send_and_kept():
+    """The first, below the reply, is its delivery; a second one below it is a send of its
+    own (#126090's near miss). Cleaned, it hangs below the reply, where a second cleaning
+    would take it for the first: the one place `clean` is not idempotent (docs/rules.md)."""
     reply = assistant(TEXT)
+    first = _final(TEXT, "t1")
+    second = _final(TEXT, "t2")
+    verdicts = run([header(), user(), reply, first, second])
+    assert drops(verdicts) == {first["id"]: ("delivery_mirror_duplicate", reply["id"])}
+    (alert,) = alerts(verdicts, "uncorrelated_mirror_copy")
+    assert (alert.entry_id, alert.related_entry_id) == (second["id"], reply["id"])
+
+
+def test_a_channel_final_naming_no_source_elsewhere_is_kept_and_reported():
+    reply = assistant(TEXT)
+    cache = custom()
     final = _final(TEXT, "telegram-final:agent:main:main:t1:0")
-    verdicts = run([header(), user(), reply, final])
+    verdicts = run([header(), user(), reply, cache, final])
     assert not drops(verdicts)
     (alert,) = alerts(verdicts, "uncorrelated_mirror_copy")
     assert (alert.entry_id, alert.related_entry_id, alert.severity) == (
@@ -507,7 +792,9 @@ def test_uncorrelated_final_near_misses_raise_nothing(case):
         final = _final("Here is the chart." if case == "new-text" else TEXT, "tg-1")
     if case == "media":
         final["message"]["openclawDelivery"] = {"mediaUrls": ["/tmp/chart.png"]}
-    verdicts = run([header(), user(), reply, final])
+    cache = custom()
+    final["parentId"] = cache["id"]
+    verdicts = run([header(), user(), reply, cache, final])
     assert not alerts(verdicts, "uncorrelated_mirror_copy")
 
 

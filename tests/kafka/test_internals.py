@@ -1,7 +1,8 @@
-"""Every private Faust and aiokafka name `stream.kafka.internals` relies on is still there.
+"""The fence around Faust's and aiokafka's internals (`stream.kafka.internals`): each touch
+point was written for the installed version, and every private name it relies on is there.
 
-An upgrade that moves one fails here, naming the touch point, instead of deep inside a
-running worker (a lost gap, a stalled commit, a patch that silently stops applying).
+An upgrade fails here, naming the touch points to re-check, instead of deep inside a running
+worker (a lost gap, a stalled commit, a patch that silently stops applying).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from importlib.metadata import version
 
 import faust
 import pytest
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from stream.kafka import internals
+from stream.worker.commit import Committer
+from stream.worker.lane import LaneApp, LaneConsumer
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +27,25 @@ def app() -> faust.App:
     return faust.App("internals-check", broker="kafka://127.0.0.1:1", autodiscover=False)
 
 
+@pytest.mark.parametrize("library", [internals.FAUST, internals.AIOKAFKA])
+def test_each_touch_point_was_written_for_the_installed_version(library: str) -> None:
+    installed = version(library)
+    stale = [point for point in internals.TOUCH_POINTS
+             if point.library == library and point.version != installed]
+    assert not stale, f"{library} {installed} is installed; re-check, in its source:\n" + "\n".join(
+        f"- {point.reach} (read from {point.version}): {point.recheck}" for point in stale
+    ) + "\nthen set each touch point's version in stream/kafka/internals.py to " + installed
+
+
+def test_every_touch_point_names_a_known_library() -> None:
+    assert {point.library for point in internals.TOUCH_POINTS} == {
+        internals.FAUST, internals.AIOKAFKA}
+
+
 def moved(what: str) -> str:
-    installed = {name: version(name) for name in internals.PINNED}
-    return (f"{what} is gone: read from {internals.PINNED}, installed {installed}; "
-            "see stream/kafka/internals.py")
+    installed = {name: version(name) for name in (internals.FAUST, internals.AIOKAFKA)}
+    return (f"{what} is gone (installed {installed}); see its touch point in "
+            "stream/kafka/internals.py")
 
 
 @pytest.mark.parametrize("attribute", [
@@ -46,8 +64,8 @@ def test_faust_add_gap_takes_a_partition_and_an_inclusive_range(app: faust.App) 
 @pytest.mark.parametrize(("owner", "attribute"), [
     (faust_aiokafka.AIOKafkaConsumerThread, "_create_worker_consumer"),
     (faust_aiokafka.AIOKafkaConsumerThread, "_highwaters"),
-    (faust.App, "_new_transport"),
     (faust_aiokafka.Transport, "Consumer"),
+    (faust_aiokafka.Consumer, "getmany"),
     (GroupCoordinator, "_maybe_leave_group"),
     (GroupCoordinator, "_send_req"),
 ])
@@ -76,6 +94,17 @@ def test_recovery_and_monitor_fields_the_lane_reads(app: faust.App) -> None:
                   "flush_buffers", "tp_to_table"):
         assert hasattr(recovery, field), moved(f"Recovery.{field}")
     assert hasattr(app.monitor, "stream_inbound_time"), moved("Monitor.stream_inbound_time")
+
+
+def test_the_lane_app_makes_lane_consumers_with_the_shorter_fetch_wait() -> None:
+    app = LaneApp("internals-lane", broker="kafka://127.0.0.1:1", autodiscover=False,
+                  make_producer=AIOKafkaProducer, make_committer=Committer)
+    consumer = app.lane_consumer
+    assert isinstance(consumer, LaneConsumer)
+    thread = consumer._new_consumer_thread()
+    assert isinstance(thread, faust_aiokafka.AIOKafkaConsumerThread)
+    overridden = type(thread)._create_worker_consumer
+    assert overridden is not faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer
 
 
 def test_a_memory_table_is_a_dict_behind_its_store(app: faust.App) -> None:

@@ -237,12 +237,17 @@ def test_the_memory_files_have_no_doubled_line(gateway_run: GatewayRun) -> None:
     assert any(NEW_TEXT in line for line in gateway_run.memory[SESSION])
 
 
-def test_headers_name_the_session_and_the_worker_drops_them(gateway_run: GatewayRun) -> None:
+def test_headers_name_the_session_and_the_worker_forwards_them(gateway_run: GatewayRun) -> None:
     keys = {h.get("openclaw-session-key") for h in gateway_run.headers}
     assert gateway_run.gateway.session_key(SESSION).encode() in keys
     assert all(h.get("openclaw-agent-id") == b"main" for h in gateway_run.headers)
-    # What downstream of the worker sees: no headers on the clean topic.
-    assert gateway_run.clean_headers and all(h == {} for h in gateway_run.clean_headers)
+    # What downstream of the worker sees: the session's headers, for the memory writers'
+    # session facts, and no other.
+    assert gateway_run.clean_headers
+    assert all(h.get("openclaw-agent-id") == b"main" and set(h) <= {
+        "openclaw-agent-id", "openclaw-session-key", "openclaw-previous-session-id",
+        "openclaw-window-reason", "openclaw-generation", "openclaw-projection"}
+        for h in gateway_run.clean_headers)
 
 
 def test_the_token_is_in_no_log(gateway_run: GatewayRun) -> None:

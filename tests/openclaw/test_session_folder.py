@@ -12,6 +12,7 @@ the worker, and the memory writer from the clean and from the raw topic.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import orjson
 import pytest
@@ -23,6 +24,14 @@ from tests.support.openclaw.gateway import (
     COMPLETIONS_PROVIDER,
     MAIN_SESSION_KEY,
     Gateway,
+)
+from tests.support.openclaw.memory import (
+    MemoryRun,
+    findable,
+    reply_rows,
+    report,
+    reset,
+    run_memory,
 )
 from tests.support.openclaw.pipeline import (
     Offline,
@@ -61,6 +70,7 @@ class FolderRun:
     offline: Offline
     memory: dict[str, list[str]]  # from the clean topic
     raw_memory: dict[str, list[str]]  # from the input topic
+    memory_dir: Path  # the clean topic's memory files
 
     def entries(self, session: str) -> list[dict]:
         return shapes.parsed(self.transcripts[session])
@@ -101,6 +111,7 @@ def folder_run(
         clean_offline(gateway.sessions_dir, work / "offline"),
         write_memory(settings, work / "memory"),
         write_memory(settings, work / "raw-memory", topic="input"),
+        work / "memory",
     )
 
 
@@ -213,7 +224,7 @@ def test_a_sent_mirror_repeating_the_reply_after_a_new_text_mirror_is_kept(
     """Two `send`s after the reply: one with new words, then one with the reply's words. The
     second is a message sent to the channel again, after another: OpenClaw's writer and Gateway
     compare a mirror with the latest assistant row (here the first send) and keep it; so does
-    the engine (precision first). The memory file still holds the words once."""
+    the engine (precision first), and the memory file holds it as a delivered message."""
     entries = folder_run.entries(SESSION)
     again = next(e for e in entries if shapes.idempotency_key(e) == AGAIN_KEY)
     assert again["id"] not in {entry_id for _, entry_id, _ in drops_by_session(folder_run)[SESSION]}
@@ -240,3 +251,47 @@ def test_the_memory_file_has_no_doubled_line(folder_run: FolderRun) -> None:
         texts = [shapes.text(r) for r in shapes.replies(folder_run.entries(session))]
         lines = folder_run.memory[session]
         assert all(lines.count(f"assistant: {text}") == 1 for text in texts), lines
+
+
+# --- OpenClaw's own memory, fed from the clean topic ------------------------------------------
+
+REPLY_QUERY = "Reply"  # a word of every stand-in reply (tests/support/openclaw/model.py)
+
+
+@pytest.fixture(scope="module")
+def memory_run(folder_run: FolderRun) -> MemoryRun:
+    """The memory files written from the clean topic, then `/new` from Telegram: a reset of
+    the session whose replies the bot mirrored (session-memory writes its file), one `openclaw
+    memory index` and two searches over our files, that file and OpenClaw's sessions source."""
+    hook_file = reset(folder_run.gateway, None)
+    return run_memory(folder_run.gateway, folder_run.memory_dir, folder_run.memory_dir.parent,
+                      hook_file, [REPLY_QUERY, NEW_TEXT])
+
+
+def test_openclaw_memory_search_finds_each_reply_once_in_our_files(
+    folder_run: FolderRun, memory_run: MemoryRun
+) -> None:
+    rows = reply_rows(memory_run, REPLY_QUERY, folder_run.transcripts, folder_run.outputs.clean)
+    print(f"\nOpenClaw {folder_run.gateway.release.version}, search {REPLY_QUERY!r}:\n"
+          + report(rows))
+    assert {text: row["ours"] for text, row in rows.items()} == {
+        text: row["expected"] for text, row in rows.items()}
+    # Every reply OpenClaw copied (the cli copy after each turn, the bot's mirror of each DM
+    # reply) is held more often by its own sessions source than by our files.
+    assert len(rows) == 3 + len(DMS)
+    assert all(row["sessions"][1] > row["ours"][1] for row in rows.values()), rows
+    new = memory_run.counts(NEW_TEXT, NEW_TEXT)
+    print(report({NEW_TEXT: new}))
+    assert new["ours"] == (1, 1), new  # the mirror with new text is found too
+
+
+def test_every_kept_user_and_assistant_text_is_in_what_openclaw_indexed_from_our_files(
+    folder_run: FolderRun, memory_run: MemoryRun
+) -> None:
+    kept = [shapes.text(entry) for rows in folder_run.outputs.clean.values()
+            for entry in shapes.parsed(rows)
+            if shapes.role(entry) in ("user", "assistant") and shapes.text(entry).strip()]
+    assert len(kept) >= 10
+    missing = [text[:80] for text in kept if not findable(text, memory_run.our_chunks)]
+    assert missing == []
+    assert memory_run.hook_file.read_text().startswith("# Session: ")

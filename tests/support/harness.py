@@ -19,7 +19,7 @@ from stream.brokers import RunningBroker, free_port
 from stream.brokers.local import stop_process
 from stream.consumers.tail import read_topic
 from stream.settings import Settings
-from stream.worker.app import STALLED_EXIT_CODE
+from stream.worker.stalls import STALLED_EXIT_CODE
 
 
 def worker_settings(broker: RunningBroker, name: str, tmp_path: Path, **changes) -> Settings:

@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator
 
 from stream.engine import Engine, SessionState
 from stream.settings import Settings
-from stream.worker.checkpoint import too_large_notice
+from stream.worker.commit import too_large_notice
 from stream.worker.processor import BatchProcessor, InRecord
 from stream.worker.tables import StoredSession, TableStore, TransactionClosed
 from tests.support.builders import assistant, encode, header, mirror, user
@@ -67,6 +67,23 @@ def test_outputs_go_to_the_input_partition_in_input_order() -> None:
     assert {o.key for o in outputs} == {b"s1"}
     assert [a["kind"] for a in alerts] == ["delivery_mirror_duplicate"]
     assert alerts[0]["source"] == {"topic": "events", "partition": 2, "offset": 3}
+
+
+def test_clean_records_carry_the_session_headers_of_their_input() -> None:
+    """What the source knew of the session (agent, key, the session it follows) reaches the
+    memory writers; other headers and the other topics get none."""
+    processor = BatchProcessor(Engine(), table_store(), SETTINGS)
+    lines = session_lines()
+    session = [("openclaw-session-key", b"agent:main:main"), ("openclaw-agent-id", b"main")]
+    batch = records("s1", lines)
+    for record in batch:
+        record.headers = [*session, ("traceparent", b"00-ab")]
+    batch[1].headers = {"openclaw-window-reason": b"reset"}  # Faust may give a mapping
+    batch[2].headers = None
+    outputs = outputs_of(processor, batch)
+    clean = [o.headers for o in outputs if o.topic == SETTINGS.clean_topic]
+    assert clean == [session, [("openclaw-window-reason", b"reset")], None, session]
+    assert {o.headers is None for o in outputs if o.topic == SETTINGS.alerts_topic} == {True}
 
 
 def test_records_without_a_usable_key_or_value_are_dead_lettered() -> None:

@@ -25,6 +25,8 @@ class DropRule:
 class Drop:
     rule: DropRule
     related: str | None
+    # This copy takes the place of `related`, whatever its rule (see DropRule.stands_in).
+    stands_in: bool = False
 
 
 def drop_alert(ctx: Context, drop: Drop) -> Alert:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stream.engine.context import Context
 from stream.engine.records import Severity
-from stream.engine.rules.identity import E_CHILD
+from stream.engine.rules.tree import E_CHILD
 
 
 def dangling_parent(ctx: Context, parent: list | None) -> None:

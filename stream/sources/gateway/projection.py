@@ -7,8 +7,8 @@ entries) left out. The Gateway has no method that returns raw entries either: `c
 and `chat.message.get` are display-normalized too. So each event becomes an entry of its own
 making, marked as projected twice: a `__sessionStream.projection` field ("display", with the
 message's seq and the raw row's seq), which the worker passes through to the clean topic, and
-an `openclaw-projection: display` header, which only consumers of the input topic see (the
-worker drops input headers). Events sent while the socket was down are not replayed by the
+an `openclaw-projection: display` header, which the worker forwards with the session's other
+`openclaw-*` headers. Events sent while the socket was down are not replayed by the
 gateway, so they are missing here; nothing is checkpointed.
 """
 

@@ -109,6 +109,10 @@ def gateway_config(release: Release, home: Path, *, port: int, token: str, model
                                    "models": [_model(COMPLETIONS_MODEL_ID, "Stand-in GPT", False,
                                                      128000, 4096)]},
         }},
+        # The bundled session-memory hook, as after onboarding: on a reset it writes the
+        # session's last messages to <workspace>/memory/ (what the memory test compares with).
+        "hooks": {"internal": {"enabled": True,
+                               "entries": {"session-memory": {"enabled": True}}}},
         "update": {"checkOnStart": False},
         "logging": {"file": str(home / "logs" / "openclaw.log")},
         "channels": {"telegram": {
@@ -278,10 +282,15 @@ class Gateway:
 
     # --- driving it ----------------------------------------------------------------------
 
-    def cli(self, *args: str, timeout: float = COMMAND_TIMEOUT) -> str:
-        """Run `openclaw ARGS` against this state folder; its stdout, GatewayError on failure."""
+    def cli(self, *args: str, timeout: float = COMMAND_TIMEOUT,
+            config: Path | None = None) -> str:
+        """Run `openclaw ARGS` against this state folder; its stdout, GatewayError on failure.
+        `config` runs it with another openclaw.json (OPENCLAW_CONFIG_PATH) than the gateway's."""
+        env = self.environment()
+        if config is not None:
+            env["OPENCLAW_CONFIG_PATH"] = str(config)
         try:
-            done = subprocess.run(self.install.command(*args), check=False, env=self.environment(),
+            done = subprocess.run(self.install.command(*args), check=False, env=env,
                                   cwd=self.home, capture_output=True, timeout=timeout,
                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as error:
@@ -295,8 +304,9 @@ class Gateway:
                 f"gateway log:\n{self.log_tail()}")
         return done.stdout.decode()
 
-    def cli_json(self, *args: str, timeout: float = COMMAND_TIMEOUT) -> dict[str, Any]:
-        out = self.cli(*args, timeout=timeout)
+    def cli_json(self, *args: str, timeout: float = COMMAND_TIMEOUT,
+                 config: Path | None = None) -> dict[str, Any]:
+        out = self.cli(*args, timeout=timeout, config=config)
         try:
             return json.loads(out[out.index("{"):])
         except ValueError as error:

@@ -17,7 +17,7 @@ import orjson
 
 from stream.brokers import RunningBroker
 from stream.cli import main as session_stream
-from stream.consumers import memory_writer
+from stream.consumers.memory_writer.render import message_lines
 from stream.consumers.tail import read_topic
 from stream.engine import DROP_RULES
 from stream.settings import Settings
@@ -168,7 +168,7 @@ def write_memory(settings: Settings, out: Path, topic: str = "clean") -> dict[st
         "--clean-topic", settings.clean_topic, "--input-topic", settings.input_topic,
     ])
     assert code == 0
-    return {path.stem: memory_writer.split_lines(path.read_text())
+    return {path.stem: message_lines(path.read_text())
             for path in sorted(out.glob("*.md"))}
 
 

@@ -1,0 +1,10 @@
+"""The reference memory writer: one markdown memory file per session, from the clean topic.
+
+One module per job:
+
+- `render`: one transcript entry to one markdown line (what is written, and how);
+- `files`: the session files and their index, durable and idempotent on (session, entry);
+- `consume`: the consumer group that feeds them and commits only what is durable;
+- `compare`: the demo's proof, duplicate lines written from the raw and the clean topic;
+- `command`: `session-stream memory-writer`'s arguments and exit codes.
+"""

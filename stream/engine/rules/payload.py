@@ -1,0 +1,145 @@
+"""Evidence: the same message persisted twice. A copy keeps its original's payload byte for byte
+(its `message`, stamped with a numeric `message.timestamp`, or a compaction's fields) under a
+new id; where it hangs says whether a genuine second message could carry that payload. Rules 2b
+and 2c.
+
+A rule of this evidence is a function `(ctx) -> Drop | None` in `CHECKS`, tried in order; its
+`DropRule` goes into `RULES` at the same place.
+
+Rule 2b, an entry re-appended under a new id where a rewrite put its copy:
+
+OpenClaw rewrites a transcript by branching (#115310): an overflow recovery or a compaction
+appends the edited entry beside the one it replaces, then every later entry of the branch
+again, under new ids and parents, each `message` as it was. The originals stay, earlier in the
+stream. A reader that follows the stream line by line would read the copied turns twice.
+
+A copy is recognised by where it hangs and what it carries, never by text alone: its parent
+stands for the original's parent (it is the original's parent, or an entry kept beside it, or
+a copy dropped in its place), the original is that parent's first kept child, and the copy's
+payload (its `message` byte for byte, stamped with a time, or a compaction's fields) is the
+original's. The copy then stands in for the original: what hangs below it is re-parented there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from stream.engine.context import Context
+from stream.engine.entry import Entry, payload_of, record_key
+from stream.engine.records import Severity
+from stream.engine.rules.drops import Drop, DropRule
+from stream.engine.rules.tree import E_FP, E_RULE, chain_original
+
+REWRITE_COPY: Final[DropRule] = DropRule(
+    "rewrite_copy",
+    Severity.INFO,
+    "re-appended by a transcript rewrite, same payload as entry",
+    lambda entry: {"payload": f"{entry.payload:08x}", "type": entry.type},
+    stands_in=True,
+)
+
+
+def rewrite_copy(ctx: Context) -> Drop | None:
+    payload = ctx.entry.payload
+    if not payload:
+        return None
+    original = chain_original(ctx)
+    if original is None:
+        return None
+    record = ctx.recall(record_key(original))
+    if record is None or record[E_RULE] is not None:
+        return None
+    fingerprint = record[E_FP]
+    if isinstance(fingerprint, int) and payload_of(fingerprint) == payload:
+        return Drop(REWRITE_COPY, original)
+    return None
+
+
+# Rule 2c: the same message persisted again anywhere in the session. A user message's payload
+# carries the millisecond it was received: nobody sends two at the same millisecond, so the
+# same payload is the same message written twice (a prompt replayed after an idle-timeout
+# abort, #95766 and #128472; a line of user turns re-appended after a compaction, #66443 and
+# #72511). A compaction carries its summary, `tokensBefore` and the boundary it keeps
+# (`firstKeptEntryId`): two with all of them equal compacted the same context, a clone (a
+# genuine second compaction has another boundary or count, #127436). Replies are not indexed:
+# OpenClaw's replay keeps two identical adjacent replies as two model turns, and only their
+# placement (rule 2b) tells a rewrite's copy from them.
+PERSISTED_COPY: Final[DropRule] = DropRule(
+    "persisted_copy",
+    Severity.INFO,
+    "the same message persisted again, same payload as entry",
+    lambda entry: {"payload": f"{entry.payload:08x}", "type": entry.type},
+    stands_in=True,
+)
+
+
+def _indexed(entry: Entry) -> bool:
+    return entry.payload_digest != 0 and (entry.role == "user" or entry.type == "compaction")
+
+
+def _boundary(entry: Entry) -> str:
+    """The compaction's `firstKeptEntryId` ("" for none, or for a message)."""
+    kept = entry.value.get("firstKeptEntryId") if entry.type == "compaction" else None
+    return kept if isinstance(kept, str) else ""
+
+
+def persisted_copy(ctx: Context) -> Drop | None:
+    entry = ctx.entry
+    if not _indexed(entry):
+        return None
+    seen = ctx.recall(f"p:{entry.payload_digest:x}")
+    if seen is None or seen[1] == entry.id or seen[2] != _boundary(entry):
+        return None
+    return Drop(PERSISTED_COPY, seen[1])
+
+
+def index_kept(ctx: Context) -> None:
+    """A kept user message or compaction: what a copy of it would be compared with."""
+    entry = ctx.entry
+    if _indexed(entry):
+        ctx.remember(f"p:{entry.payload_digest:x}", entry.id, _boundary(entry))
+
+
+PERSISTED_TWICE: Final[DropRule] = DropRule(
+    "persisted_twice",
+    Severity.INFO,
+    "the same reply persisted again below itself, as entry",
+    lambda entry: {"payload": f"{entry.payload:08x}", "response_id": entry.field("responseId")},
+)
+
+
+def persisted_twice(ctx: Context) -> Drop | None:
+    """A reply written again below itself (#85937: Gemini's streamed replies, each a second
+    time seconds later, parented to the first): its payload is its parent's, and that payload
+    names the provider's response. Two model calls never share a `responseId`; without one,
+    two adjacent equal replies are kept, as OpenClaw's replay-history keeps them."""
+    payload = ctx.entry.payload
+    if not payload or ctx.entry.role != "assistant":
+        return None
+    parent = ctx.parent_record()
+    if parent is None or parent[E_RULE] is not None:
+        return None
+    fingerprint = parent[E_FP]
+    if not (isinstance(fingerprint, int) and payload_of(fingerprint) == payload):
+        return None
+    response_id = ctx.entry.field("responseId")
+    if isinstance(response_id, str) and response_id:
+        return Drop(PERSISTED_TWICE, ctx.entry.parent_id)
+    return None
+
+
+def find(ctx: Context) -> Drop | None:
+    for check in CHECKS:
+        drop = check(ctx)
+        if drop is not None:
+            return drop
+    return None
+
+
+CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (
+    rewrite_copy,
+    persisted_copy,
+    persisted_twice,
+)
+RULES: Final[tuple[DropRule, ...]] = (REWRITE_COPY, PERSISTED_COPY, PERSISTED_TWICE)
