@@ -531,6 +531,25 @@ class TranscriptStore:
         return columns
 
 
+def has_events_table(path: Path) -> bool:
+    """Whether OpenClaw's migration has created the events table yet: a gateway creates its
+    store file a moment before the table, and a store found in between is not one to follow
+    yet, as a missing one is not."""
+    try:
+        connection = sqlite3.connect(
+            f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT
+        )
+        try:
+            row = connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
+            ).fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return False
+    return row is not None
+
+
 def agent_of_path(path: Path) -> str | None:
     """`main` for <state>/agents/main/agent/openclaw-agent.sqlite, else None."""
     parts = path.resolve().parts

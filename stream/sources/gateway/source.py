@@ -33,10 +33,12 @@ from stream.sources.positions import PositionsError, PositionsWriter, load_posit
 from stream.sources.publish import Batch, Record
 from stream.sources.transcript_store import (
     CHANGE_INTERVAL,
+    TABLE,
     Decompress,
     Progress,
     TranscriptStore,
     agent_of_session_key,
+    has_events_table,
     progress_from_json,
     progress_to_json,
 )
@@ -90,6 +92,7 @@ class GatewaySource:
         self._appended: set[str] = set()  # agents whose store changed: read what was appended
         self._last_sweep: float | None = None  # None: a full sweep is due
         self._waiting_logged = False
+        self._unready_logged: set[str] = set()
         self.client: GatewayClient | None = None
 
     def poll(self) -> Batch[Positions]:
@@ -145,6 +148,12 @@ class GatewaySource:
         """Opens the stores that appeared since the last look (all of them, the first time)."""
         for agent, path in self.locations.found().items():
             if agent not in self.stores:
+                if not has_events_table(path):
+                    if agent not in self._unready_logged:
+                        log.info("agent %s's store %s has no %s table yet; looking again",
+                                 agent, path, TABLE)
+                        self._unready_logged.add(agent)
+                    continue
                 log.info("following agent %s: %s", agent, path)
                 self.stores[agent] = TranscriptStore(
                     path, self._saved.get(agent, Progress({})), self.page_size,
