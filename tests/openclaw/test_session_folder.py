@@ -30,6 +30,7 @@ from tests.support.openclaw.memory import (
     findable,
     reply_rows,
     report,
+    reset,
     run_memory,
 )
 from tests.support.openclaw.pipeline import (
@@ -262,8 +263,9 @@ def memory_run(folder_run: FolderRun) -> MemoryRun:
     """The memory files written from the clean topic, then `/new` from Telegram: a reset of
     the session whose replies the bot mirrored (session-memory writes its file), one `openclaw
     memory index` and two searches over our files, that file and OpenClaw's sessions source."""
+    hook_file = reset(folder_run.gateway, None)
     return run_memory(folder_run.gateway, folder_run.memory_dir, folder_run.memory_dir.parent,
-                      None, [REPLY_QUERY, NEW_TEXT])
+                      hook_file, [REPLY_QUERY, NEW_TEXT])
 
 
 def test_openclaw_memory_search_finds_each_reply_once_in_our_files(

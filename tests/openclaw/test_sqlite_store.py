@@ -29,6 +29,7 @@ from tests.support.openclaw.memory import (
     phrase,
     reply_rows,
     report,
+    reset,
     run_memory,
 )
 from tests.support.openclaw.pipeline import (
@@ -193,8 +194,9 @@ def memory_run(store_run: StoreRun) -> MemoryRun:
     two searches over our files, that file and OpenClaw's sessions source."""
     ours = store_run.work / "memory-clean"
     write_memory(store_run.settings, ours)
-    return run_memory(store_run.gateway, ours, store_run.work,
-                      store_run.gateway.session_key(SESSION), [REPLY_QUERY, NEW_TEXT])
+    hook_file = reset(store_run.gateway, store_run.gateway.session_key(SESSION))
+    return run_memory(store_run.gateway, ours, store_run.work, hook_file,
+                      [REPLY_QUERY, NEW_TEXT])
 
 
 def test_openclaw_memory_search_finds_each_reply_once_in_our_files(

@@ -51,7 +51,11 @@ def delivery_mirror_duplicate(ctx: Context) -> Drop | None:
         if state.latest_mirrored and entry.text_hash == state.latest_text_hash:
             return Drop(DELIVERY_MIRROR_DUPLICATE, state.latest_text_id)
         # Rows written before 2026.9.6 name no source (#126090, #121643): the reply their
-        # `parentId` names, whose final text they repeat, is the one they delivered.
+        # `parentId` names, whose final text they repeat, is the one they delivered. One whose
+        # `parentId` names a channel final is another send of that text: kept.
+        parent = ctx.parent_record()
+        if parent is not None and parent[E_RULE] == DELIVERY_MIRROR_DUPLICATE.name:
+            return None
         return _reply_above(ctx)
     if entry.text_hash == state.latest_text_hash and not (
         # Two mirrors of one text are two sends when the later has an identity of its own.

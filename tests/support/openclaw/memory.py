@@ -204,11 +204,10 @@ class MemoryRun:
         return counts
 
 
-def run_memory(gateway: Gateway, ours: Path, work: Path, reset_key: str | None,
+def run_memory(gateway: Gateway, ours: Path, work: Path, hook_file: Path,
                queries: list[str]) -> MemoryRun:
-    """With our files in `ours` (the memory writer over the clean topic): the reset of
-    `reset_key` (session-memory writes its file), one index, and `queries` searched."""
-    hook_file = reset(gateway, reset_key)
+    """With our files in `ours` (the memory writer over the clean topic) and session-memory's
+    `hook_file` (`reset`): one index, and `queries` searched."""
     config = search_config(gateway, ours, work / "openclaw-memory.json")
     index(gateway, config)
     hits = {query: search(gateway, config, query) for query in queries}
