@@ -176,9 +176,11 @@ class Window:
 class TranscriptStore:
     """Reads one agent database; sends nothing and moves nothing itself.
 
-    `read()` looks at every session, `read_sessions()` at the named ones only (what the gateway
-    source does on an event); both return the records and the progress they reach, which the
-    caller adopts with `advance()` once the records are acknowledged.
+    `read()` looks at every session, `read_sessions()` at the named ones only, and
+    `read_appended()` at those appended to since the last read (what the sources do when the
+    store's change counter moved, the gateway source on an event too); all return the records
+    and the progress they reach, which the caller adopts with `advance()` once the records are
+    acknowledged.
     """
 
     def __init__(
@@ -246,22 +248,19 @@ class TranscriptStore:
             (version,) = connection.execute("PRAGMA data_version").fetchone()
             if version == self._appended_version and not also:
                 return Read([], self.progress)
-            columns = self._columns(connection)
+            self._columns(connection)  # the table and its columns, before asking for rowids
             top = _top_rowid(connection)
             if top < since:
                 return self.read()
             sessions = {row[0] for row in connection.execute(
                 f"SELECT DISTINCT session_id FROM {TABLE} WHERE rowid > ?", (since,))}
-            tops = self._tops(connection, sorted(sessions.union(also)))
-            marks = dict(self.progress.marks)
-            records, more = self._read_tops(connection, columns, tops, marks)
-            # Cut short, the same sessions are looked for again from the same rowid.
-            rowid = since if more else top
-            if not more:
-                self._appended_version = version
-            return Read(records, Progress(marks, self.progress.read_version, rowid), more)
         except sqlite3.Error as error:
             raise SourceError(f"cannot read {self.path}: {error}") from error
+        read = self.read_sessions(sessions.union(also))
+        if read.more:  # cut short: the same sessions are looked for again from the same rowid
+            return read
+        self._appended_version = version
+        return replace(read, progress=replace(read.progress, read_rowid=top))
 
     def advance(self, progress: Progress) -> None:
         self.progress = progress

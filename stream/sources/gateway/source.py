@@ -11,9 +11,8 @@ at every poll interval (one PRAGMA when nothing changed), and a commit to a stor
 source within CHANGE_INTERVAL (the store's change counter) to read the sessions appended to, so
 rows that came with no event arrive all the same and about as soon, while the socket is down
 too, and after every (re)connect, because events sent while the source was away are not
-replayed: a gateway restart or a dropped socket
-loses nothing and, the checkpoint moving only after the broker's acknowledgement, sends
-nothing twice.
+replayed: a gateway restart or a dropped socket loses nothing and, the checkpoint moving only
+after the broker's acknowledgement, sends nothing twice.
 """
 
 from __future__ import annotations
