@@ -67,14 +67,16 @@ $(OPENCLAW_STAMP): scripts/install-openclaw.sh
 	scripts/install-openclaw.sh >/dev/null
 	touch $@
 
-# The compiled modules (stream/pure.py names them) are built in place (setup.py), so editing
-# their sources reinstalls. setuptools warns on every editable install that builds
+# The compiled modules (stream/pure.py names them) are built into their packages' _compiled
+# folders (setup.py), so editing their sources reinstalls; extension modules beside their
+# sources (the layout before) would shadow the source in a pure run, and are removed. setuptools warns on every editable install that builds
 # extensions; there is nothing to act on.
 COMPILED_SOURCES := $(shell $(PYTHON) -P stream/pure.py)
 
 $(VENV)/.installed: pyproject.toml setup.py stream/pure.py $(COMPILED_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	find stream -name '*.so' -not -path '*/_compiled/*' -delete
 	PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 

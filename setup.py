@@ -24,7 +24,18 @@ def ext_modules() -> list:
     # mypy checks the modules' types to compile them; the libraries they call stay Python
     # objects.
     options = ["--ignore-missing-imports", "--follow-imports=silent"]
-    return mypycify([*options, *map(str, COMPILED)], opt_level="3", group_name="stream_engine")
+    extensions = mypycify([*options, *map(str, COMPILED)], opt_level="3",
+                          group_name="stream_engine")
+    # Each module into its package's _compiled folder, where the package's __init__ looks for
+    # it (stream/pure.py); it is still initialised as the module it was compiled from. mypyc's
+    # library of them all (a name without a dot) stays at the top, where they import it from.
+    for extension in extensions:
+        package, dot, module = extension.name.rpartition(".")
+        if dot:
+            extension.name = f"{package}._compiled.{module}"
+            # an editable install copies the modules there and does not make the folder
+            Path(*package.split("."), "_compiled").mkdir(exist_ok=True)
+    return extensions
 
 
 setup(ext_modules=ext_modules())

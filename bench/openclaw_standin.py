@@ -4,10 +4,15 @@ store in OpenClaw's schema and, after each commit, emit the matching `session.me
 Gateway WebSocket clients, as OpenClaw does (frames shaped from the real capture in
 tests/data/openclaw-live: the challenge, hello-ok, session.message with its session row).
 
+Every third row of a session is a custom row (`openclaw.cache-ttl`, as OpenClaw writes one
+after a reply) committed with no event, as OpenClaw does: only the store's own change signal
+can bring it through without waiting for a poll.
+
 It first writes each session's header and waits for a `go` file (the bench creates it once the
 pipeline has carried those through), then commits `--rate` rows a second, spread evenly over
 `--sessions` sessions, for `--seconds`, appending `entry id, commit time (ns)` to `--log` after
-each commit, then writes a `done` line and serves until killed.
+each commit (and `\tcustom` for a row with no event), then writes a `done` line and serves
+until killed.
 """
 
 from __future__ import annotations
@@ -81,7 +86,14 @@ class Clients:
 
 
 def entry(session_id: str, number: int, parent: str | None) -> dict:
-    role = "user" if number % 2 else "assistant"
+    """The session's row `number`: a user line, the reply, then the reply's custom row."""
+    if number % 3 == 0:
+        return {"type": "custom", "customType": "openclaw.cache-ttl",
+                "data": {"timestamp": 1772968929932 + number, "provider": "anthropic",
+                         "modelId": "claude-opus-4-5"},
+                "id": f"{session_id}-{number}", "parentId": parent,
+                "timestamp": "2026-12-01T00:00:00.000Z"}
+    role = "user" if number % 3 == 1 else "assistant"
     text = f"{role} line {number} of {session_id}: " + "lorem ipsum dolor sit amet " * 6
     content = text if role == "user" else [{"type": "text", "text": text}]
     return {"type": "message", "id": f"{session_id}-{number}", "parentId": parent,
@@ -119,8 +131,11 @@ async def main(args: argparse.Namespace) -> None:
                 parents[session_id] = body["id"]
                 created = int(time.time() * 1000)
                 db.execute(INSERT, (session_id, seq, orjson.dumps(body).decode(), created))
-                log.write(f"{body['id']}\t{time.time_ns()}\n")
-                await clients.emit(session_id, seq, body)
+                if body["type"] == "custom":
+                    log.write(f"{body['id']}\t{time.time_ns()}\tcustom\n")
+                else:
+                    log.write(f"{body['id']}\t{time.time_ns()}\n")
+                    await clients.emit(session_id, seq, body)
             log.write("done\n")
             await asyncio.Event().wait()
 

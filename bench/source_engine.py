@@ -53,7 +53,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile-entries", type=int, default=0)
     args = parser.parse_args(argv)
-    pure.use_source_if_requested()
     print(json.dumps(measure(args.entries, args.repeats, args.profile_entries)))
 
 

@@ -8,8 +8,10 @@ commit. For each source in turn: fresh topics, the stand-in, a worker, the sourc
 consumer of the clean topic in this process; the sessions' headers go through first (the
 pipeline is warm and the group joined before anything is timed), then the steady load. An
 entry's latency is the time its record was received from the clean topic less the time just
-after its commit (one clock: one machine). `follow-sqlite` runs at its default poll interval
-(1 s), the gateway source with its defaults too.
+after its commit (one clock: one machine). Both sources run with their defaults (a whole-store
+read every 1 s, a look at the store's change counter every 20 ms). Every third row is a custom
+row with no event (`bench/openclaw_standin.py`), reported apart as `no_event`. Once everything
+is through, the source's CPU is read from /proc over IDLE_SECONDS of an idle store.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bench.procs import (
     E2E_SESSION_TIMEOUT_S,
     PARTITIONS,
     Child,
+    cpu_seconds,
     create,
     python_env,
     worker_command,
@@ -43,6 +46,7 @@ RATE = 200.0
 SESSIONS = 50
 READY_TIMEOUT = 120.0
 FETCH_MAX_WAIT_MS = 5
+IDLE_SECONDS = 10.0
 
 
 class Arrivals:
@@ -93,7 +97,9 @@ class Arrivals:
             self._loop.close()
 
 
-def _commits(path: Path) -> tuple[dict[str, int], bool]:
+def _commits(path: Path, custom: set[str] | None = None) -> tuple[dict[str, int], bool]:
+    """Entry id -> commit time (ns), and whether the stand-in is done; the ids of the rows it
+    committed with no event are added to `custom`."""
     commits: dict[str, int] = {}
     done = False
     if path.exists():
@@ -101,8 +107,10 @@ def _commits(path: Path) -> tuple[dict[str, int], bool]:
             if line == "done":
                 done = True
             elif "\t" in line:
-                entry_id, at = line.split("\t")
+                entry_id, at, *kind = line.split("\t")
                 commits[entry_id] = int(at)
+                if kind and custom is not None:
+                    custom.add(entry_id)
     return commits, done
 
 
@@ -148,6 +156,7 @@ def run_one(name: str, broker: RunningBroker, seconds: float, workdir: Path,
         python_env())
     env = {**python_env(), "OPENCLAW_GATEWAY_TOKEN": "bench"}
     children = [standin]
+    idle: float | None = None
     clean = Arrivals(broker.bootstrap, settings.clean_topic)
     raw = Arrivals(broker.bootstrap, settings.input_topic)
     try:
@@ -173,15 +182,35 @@ def run_one(name: str, broker: RunningBroker, seconds: float, workdir: Path,
                 return done and all(entry in clean.arrived for entry in commits)
 
             problem = _wait(through, seconds + 60, children)
+        if problem is None:
+            idle = _idle_cpu(children[-1].pid)
     finally:
         clean.stop()
         raw.stop()
         for child in reversed(children):
             child.stop()
-    commits, _ = _commits(commits_log)
+    result = _result(commits_log, clean, raw, idle, problem)
+    raw_p99 = result["to_input_topic"].get("p99_ms", 0)
+    log(f"    -> p50 {result.get('p50_ms', 0):.0f} ms, p99 {result.get('p99_ms', 0):.0f} ms "
+        f"(to the input topic: p99 {raw_p99:.0f} ms; rows with no event: p99 "
+        f"{result['no_event'].get('p99_ms', 0):.0f} ms); idle "
+        f"{(result.get('idle_cpu_share') or 0) * 100:.2f} % of a core"
+        if "p99_ms" in result else f"    -> {result.get('error')}")
+    return result
+
+
+def _result(commits_log: Path, clean: Arrivals, raw: Arrivals, idle: float | None,
+            problem: str | None) -> dict:
+    custom: set[str] = set()
+    commits, _ = _commits(commits_log, custom)
     timed = {e: at for e, at in commits.items() if "-" in e.removeprefix("bench-")}
     latencies = _latencies(timed, clean.arrived)
     result: dict = {"rows": len(timed), "arrived": len(latencies), **_summary(latencies)}
+    unannounced = {e: at for e, at in timed.items() if e in custom}
+    result["no_event"] = {"rows": len(unannounced),
+                          **_summary(_latencies(unannounced, clean.arrived))}
+    if idle is not None:
+        result["idle_cpu_share"] = idle
     # The same to the input topic: what the source takes, apart from the worker.
     result["to_input_topic"] = _summary(_latencies(timed, raw.arrived))
     if problem is not None:
@@ -189,11 +218,19 @@ def run_one(name: str, broker: RunningBroker, seconds: float, workdir: Path,
     span = [at for at in timed.values()]
     if len(span) >= 2:
         result["rows_per_s"] = (len(span) - 1) / ((max(span) - min(span)) / 1e9)
-    raw_p99 = result["to_input_topic"].get("p99_ms", 0)
-    log(f"    -> p50 {result.get('p50_ms', 0):.0f} ms, p99 {result.get('p99_ms', 0):.0f} ms "
-        f"(to the input topic: p99 {raw_p99:.0f} ms)"
-        if "p99_ms" in result else f"    -> {result.get('error')}")
     return result
+
+
+def _idle_cpu(pid: int) -> float | None:
+    """The share of a core the source used while the store was idle (after a settling second:
+    the last acknowledgements and checkpoint writes)."""
+    time.sleep(1.0)
+    before, start = cpu_seconds(pid), time.monotonic()
+    time.sleep(IDLE_SECONDS)
+    after = cpu_seconds(pid)
+    if before is None or after is None:
+        return None
+    return (after - before) / (time.monotonic() - start)
 
 
 def _latencies(commits: dict[str, int], arrived: dict[str, int]) -> list[float]:
@@ -215,7 +252,31 @@ def run(broker: RunningBroker, seconds: float, workdir: Path,
         "sessions": SESSIONS,
         "seconds": seconds,
         "how": "bench/openclaw_standin.py commits rows into an OpenClaw-schema store and emits "
-               "the matching session.message events (a real gateway cannot make 200 turns/s "
-               "here); latency = clean-topic receive time - commit time",
+               "the matching session.message events, none for the custom row every third row "
+               "is (a real gateway cannot make 200 turns/s here); latency = clean-topic "
+               "receive time - commit time; idle_cpu_share = the source's CPU over "
+               f"{IDLE_SECONDS:.0f} s of an idle store",
         **{name: run_one(name, broker, seconds, workdir, log) for name in SOURCES},
     }
+
+
+def main() -> None:
+    """`python -m bench.source_latency [tansu|kafka] [SECONDS]`: this section alone, on a broker
+    of its own, printed as JSON (the full run's other sections take minutes)."""
+    import json
+    import tempfile
+
+    from stream.brokers import start_broker
+
+    kind = sys.argv[1] if len(sys.argv) > 1 else "tansu"
+    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
+    broker = start_broker(kind)
+    try:
+        with tempfile.TemporaryDirectory() as workdir:
+            print(json.dumps(run(broker, seconds, Path(workdir), print), indent=1))
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -8,12 +8,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from stream import pure
-
-# `make test-pure`: the compiled modules' tests run on their Python source. Asked for here,
-# before any test module imports them.
-pure.use_source_if_requested()
-
 if TYPE_CHECKING:
     from stream.brokers import RunningBroker
 

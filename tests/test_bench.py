@@ -207,14 +207,36 @@ def test_the_warm_up_can_be_sized_or_left_out() -> None:
     assert cli.config_from(cli.build_parser().parse_args(["--warmup", "0"])).warmup_entries == 0
 
 
-def test_the_source_latency_target_judges_the_gateway_source_only() -> None:
-    latency = {"gateway": {"p99_ms": 99.0}, "follow_sqlite": {"p99_ms": 1059.0}}
-    rows = {row["target"].split(" source")[0]: row for row in targets({"source_latency": latency})
-            if "source:" in row["target"]}
+def test_each_source_is_judged_against_its_own_latency_and_idle_targets() -> None:
+    latency = {
+        "gateway": {"p99_ms": 140.0, "no_event": {"p99_ms": 160.0}, "idle_cpu_share": 0.004},
+        "follow_sqlite": {"p99_ms": 240.0, "no_event": {"p99_ms": 200.0},
+                          "idle_cpu_share": 0.02},
+    }
+    rows = {row["target"]: row for row in targets({"source_latency": latency})
+            if " source:" in row["target"]}
+    met = {name: row["met"] for name, row in rows.items()}
 
-    assert rows["gateway"]["met"] is True
-    assert rows["follow_sqlite"]["met"] is None  # the comparison, reported, not judged
-    assert rows["follow_sqlite"]["value"] == 1059.0
+    assert met == {
+        "gateway source: p99 from store commit to clean topic at 200 rows/s, ms": True,
+        "gateway source: p99 of the rows with no event, ms": False,  # 160 > 150
+        "gateway source: CPU on an idle store, % of a core": True,
+        "follow_sqlite source: p99 from store commit to clean topic at 200 rows/s, ms": True,
+        "follow_sqlite source: p99 of the rows with no event, ms": True,
+        "follow_sqlite source: CPU on an idle store, % of a core": False,  # 2 % > 1 %
+    }
+    assert rows["gateway source: CPU on an idle store, % of a core"]["value"] == 0.4
+
+
+def test_source_latency_lines_show_the_rows_with_no_event_and_the_idle_cost() -> None:
+    run = {"p50_ms": 80.0, "p99_ms": 140.0, "rows": 100, "arrived": 100,
+           "no_event": {"p99_ms": 120.0}, "idle_cpu_share": 0.004, "to_input_topic": {}}
+    latency = {"rate_rows_per_s": 200.0, "sessions": 50, "seconds": 10.0, "gateway": run,
+               "follow_sqlite": run}
+
+    printed = table({"source_latency": latency})
+
+    assert "with no event: p99 120 ms; idle 0.40 % of a core" in printed
 
 
 # Sections import their modules when they run, so a broken import shows only in a full run.

@@ -4,7 +4,7 @@ source itself when `SESSION_STREAM_PURE_PYTHON=1` asks for it (the CI runs both)
 from __future__ import annotations
 
 import importlib
-import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from stream import pure
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", [*pure.COMPILED, "stream.engine.rules.repetition"])
+@pytest.mark.parametrize("name", pure.compiled_names(ROOT))
 def test_the_compiled_modules_are_compiled_unless_their_source_is_asked_for(name):
     module = importlib.import_module(name)
     assert pure.is_compiled(module) is not pure.requested(), (
@@ -24,18 +24,34 @@ def test_the_compiled_modules_are_compiled_unless_their_source_is_asked_for(name
 
 
 def test_no_compiled_module_is_older_than_its_source():
+    # mypyc gives a compiled module the __file__ it would have beside its source; the file
+    # that was loaded is in the _compiled folder
     stale = []
-    for name, module in list(sys.modules.items()):
-        if pure.is_compiled_name(name) and pure.is_compiled(module):
-            compiled = Path(module.__file__)
-            if pure.source_of(compiled).stat().st_mtime > compiled.stat().st_mtime:
-                stale.append(name)
-    assert not stale, f"rebuild them (`make test` does): {stale} older than their sources"
+    for source in pure.compiled_sources(ROOT):
+        compiled = source.parent / pure.FOLDER / (source.stem + EXTENSION_SUFFIXES[0])
+        if compiled.exists() and source.stat().st_mtime > compiled.stat().st_mtime:
+            stale.append(str(source.relative_to(ROOT)))
+    assert not stale, f"rebuild them (`make test` does): {stale} newer than their compiled form"
+
+
+def test_no_extension_module_sits_beside_a_source_it_would_shadow():
+    # the layout before the _compiled folders: such a file runs even when the source is asked for
+    beside = [path for path in (ROOT / "stream").rglob("*.so") if path.parent.name != pure.FOLDER]
+    assert not beside, f"remove them (`make` does): {beside}"
+
+
+def test_the_packages_choosing_are_the_ones_compiled_into():
+    packages = {name.rpartition(".")[0] for name in pure.compiled_names(ROOT)}
+    assert packages == {"stream.engine", "stream.engine.rules", "stream.worker"}
+    for package in packages:
+        init = (ROOT / Path(*package.split(".")) / "__init__.py").read_text()
+        assert f"from {package} import _compiled" in init
 
 
 def test_the_compiled_sources_are_the_named_modules():
     sources = {path.relative_to(ROOT) for path in pure.compiled_sources(ROOT)}
-    assert Path("stream/engine/rules/repetition.py") in sources
     assert Path("stream/worker/processor.py") in sources
+    assert Path("stream/engine/engine.py") in sources
+    assert Path("stream/engine/__init__.py") not in sources  # it makes the choice
     assert Path("stream/cli.py") not in sources
     assert all(path.is_file() for path in pure.compiled_sources(ROOT))

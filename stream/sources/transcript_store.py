@@ -21,6 +21,17 @@ again from there: every event at and after the first changed one, plus at most S
 unchanged ones before it, which the worker drops as redeliveries (same id, same bytes). A
 rotation that changed nothing already sent (a rewrite of rows not read yet) sends nothing.
 
+Waking on the store's change. A reader polling every second leaves a row that no event
+announces (follow-sqlite's every row; the custom rows OpenClaw writes after a reply, for the
+gateway source) waiting half a second on average. So the sources ask `changed()` every
+CHANGE_INTERVAL: one `PRAGMA data_version` on the open connection, which moves when another
+connection committed, in WAL mode read from the shared-memory index without touching the
+database file (measured idle cost: docs/performance.md). When it moved, `read_appended()` reads
+only the sessions that have rows past the highest rowid the last read covered (rows are only
+appended under a fresh rowid; a rowid range scan costs what is new, not what is stored), and
+the whole-store read stays on the poll interval for what an append does not show (a rewrite in
+place, a deleted session).
+
 Records carry headers from the store when it has them: the agent id (from the session key, or
 the agents/<id>/agent/ folder), the session key, the previous session id and the reason of the
 session's window (reset, rollover, fork, ...), and the transcript generation.
@@ -51,6 +62,11 @@ WATERMARKS = "transcript_rewrite_watermarks"
 WINDOWS = "session_windows"
 # Under WAL a reader waits for a lock only while a crashed writer's log is recovered.
 BUSY_TIMEOUT = 5.0
+# Seconds between two looks at the store's change counter: what a row without an event waits at
+# most beyond its commit. An idle source pays for the looks in wake-ups more than in the PRAGMA
+# (5-10 us): at 20 ms they cost 1.2 % of a core in bench's source latency run, at 50 ms
+# the figure in docs/performance.md.
+CHANGE_INTERVAL = 0.05
 # Events between two kept chain marks: a rewrite re-sends at most this many - 1 unchanged
 # events before the first changed one, and a session's checkpoint grows by one mark per STRIDE.
 STRIDE = 64
@@ -131,6 +147,8 @@ class Progress:
     marks: dict[str, Mark]  # per session
     # PRAGMA data_version of a poll that read everything: while it stays, nothing is new.
     read_version: int | None = None
+    # The highest rowid of the events table a complete read covered: appended rows are above it.
+    read_rowid: int | None = None
 
     @property
     def last_seq(self) -> dict[str, int]:
@@ -181,6 +199,20 @@ class TranscriptStore:
         self.progress = progress
         self._connection: sqlite3.Connection | None = None
         self._windows: dict[str, Window] = {}
+        self._seen_version: int | None = None  # of changed()
+        # data_version of the last read_appended (or complete read) that read everything
+        # appended: while it stays, nothing was.
+        self._appended_version: int | None = None
+
+    def changed(self) -> bool:
+        """Whether another connection committed since the last call (True on the first)."""
+        try:
+            (version,) = self.connect().execute("PRAGMA data_version").fetchone()
+        except sqlite3.Error as error:
+            raise SourceError(f"cannot read {self.path}: {error}") from error
+        moved = version != self._seen_version
+        self._seen_version = version
+        return moved
 
     def read(self) -> Read:
         try:
@@ -197,7 +229,37 @@ class TranscriptStore:
             tops = self._tops(connection, sorted(set(sessions)))
             marks = dict(self.progress.marks)
             records, more = self._read_tops(connection, columns, tops, marks)
-            return Read(records, Progress(marks, self.progress.read_version), more)
+            progress = Progress(marks, self.progress.read_version, self.progress.read_rowid)
+            return Read(records, progress, more)
+        except sqlite3.Error as error:
+            raise SourceError(f"cannot read {self.path}: {error}") from error
+
+    def read_appended(self, also: Iterable[str] = ()) -> Read:
+        """The new events of the sessions with rows appended since the last complete read, and
+        of the sessions in `also`; the whole store when there is no such read to go by or rows
+        were deleted from the top (a rowid may then be given again)."""
+        since = self.progress.read_rowid
+        if since is None:
+            return self.read()
+        try:
+            connection = self.connect()
+            (version,) = connection.execute("PRAGMA data_version").fetchone()
+            if version == self._appended_version and not also:
+                return Read([], self.progress)
+            columns = self._columns(connection)
+            top = _top_rowid(connection)
+            if top < since:
+                return self.read()
+            sessions = {row[0] for row in connection.execute(
+                f"SELECT DISTINCT session_id FROM {TABLE} WHERE rowid > ?", (since,))}
+            tops = self._tops(connection, sorted(sessions.union(also)))
+            marks = dict(self.progress.marks)
+            records, more = self._read_tops(connection, columns, tops, marks)
+            # Cut short, the same sessions are looked for again from the same rowid.
+            rowid = since if more else top
+            if not more:
+                self._appended_version = version
+            return Read(records, Progress(marks, self.progress.read_version, rowid), more)
         except sqlite3.Error as error:
             raise SourceError(f"cannot read {self.path}: {error}") from error
 
@@ -208,6 +270,9 @@ class TranscriptStore:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+        # data_version values compare only within one connection: the next one reads anew.
+        self.progress = replace(self.progress, read_version=None)
+        self._seen_version = self._appended_version = None
 
     def connect(self) -> sqlite3.Connection:
         """One connection kept across polls: data_version only compares within a connection.
@@ -234,11 +299,18 @@ class TranscriptStore:
         if version == self.progress.read_version:
             return Read([], self.progress)
         columns = self._columns(connection)
+        # Before the sessions' tops: a row appended in between is read now and looked at again
+        # by the next read_appended, never missed.
+        rowid = _top_rowid(connection)
         tops = self._tops(connection, None)
         # Sessions no longer in the table are forgotten, so the checkpoint does not grow forever.
         marks = {s: mark for s, mark in self.progress.marks.items() if s in tops}
         records, more = self._read_tops(connection, columns, tops, marks)
-        return Read(records, Progress(marks, None if more else version), more)
+        done = not more
+        if done:
+            self._appended_version = version
+        return Read(records, Progress(marks, version if done else None,
+                                      rowid if done else self.progress.read_rowid), more)
 
     def _tops(
         self, connection: sqlite3.Connection, sessions: list[str] | None
@@ -473,6 +545,12 @@ def agent_of_session_key(session_key: str | None) -> str | None:
         return None
     parts = session_key.split(":")
     return parts[1] if len(parts) >= 3 and parts[0] == "agent" and parts[1] else None
+
+
+def _top_rowid(connection: sqlite3.Connection) -> int:
+    """The events table's highest rowid (0 when empty): one step down its b-tree."""
+    (top,) = connection.execute(f"SELECT max(rowid) FROM {TABLE}").fetchone()
+    return top or 0
 
 
 def _page_queries(columns: set[str]) -> tuple[str, str]:

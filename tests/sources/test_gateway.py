@@ -47,16 +47,20 @@ def writer(state: Path):
 
 
 def source(
-    state: Path, url: str, *, deadline: float = 5.0, token: str = TOKEN, agents: tuple = ()
+    state: Path, url: str, *, deadline: float = 5.0, token: str = TOKEN, agents: tuple = (),
+    change_interval: float = 60,
 ) -> GatewaySource:
+    """By default no sweep by the clock and no look at the store's change counter: what arrives
+    came by event (or by the sweep after connecting)."""
     gateway = Gateway(url, lambda: Auth(token=token), deadline, backoff=(0.05, 0.2))
     return GatewaySource(
         gateway,
         Stores.of(state, None, list(agents)),
         state.parent / "gateway.checkpoint.json",
-        poll_interval=60,  # no sweep by the clock in these tests: what arrives came by event
+        poll_interval=60,
         page_size=500,
         decompress=None,
+        change_interval=change_interval,
     )
 
 

@@ -34,10 +34,13 @@ def writer(database: Path):
     connection.close()
 
 
-def follower(database: Path, page_size: int = 500, decompress=None) -> SqliteFollower:
+def follower(
+    database: Path, page_size: int = 500, decompress=None, **intervals: float
+) -> SqliteFollower:
     """A follower as a fresh process would make it, from the checkpoint on disk."""
     return SqliteFollower(
-        database, database.with_name("sqlite.checkpoint.json"), page_size, decompress
+        database, database.with_name("sqlite.checkpoint.json"), page_size, decompress,
+        **intervals,
     )
 
 
@@ -173,11 +176,11 @@ def test_a_reader_connection_cannot_write(database: Path, writer: sqlite3.Connec
 def test_nothing_new_costs_one_pragma(database: Path, writer: sqlite3.Connection) -> None:
     insert(writer, "s-a", 1)
     source = follower(database)
-    drain(source)
+    source.commit(source.poll())
     statements: list[str] = []
     source._connect().set_trace_callback(statements.append)
 
-    assert drain(source) == []
+    assert source.poll().records == []
 
     assert statements == ["PRAGMA data_version"]
 
@@ -185,7 +188,8 @@ def test_nothing_new_costs_one_pragma(database: Path, writer: sqlite3.Connection
 def test_a_deleted_session_is_forgotten(database: Path, writer: sqlite3.Connection) -> None:
     insert(writer, "s-a", 1)
     insert(writer, "s-b", 1)
-    source = follower(database)
+    # Appends tell no deletion: the whole-store read of every poll interval does.
+    source = follower(database, poll_interval=0.001)
     drain(source)
 
     writer.execute("DELETE FROM transcript_events WHERE session_id = 's-a'")

@@ -22,6 +22,7 @@ def drain(source: Source) -> list[Record]:
         sent.extend(records)
 
     asyncio.run(pump(source, send, poll_interval=0.01, once=True))
+    source.close()  # as the command does: a source's last checkpoint is written by then
     return sent
 
 

@@ -7,9 +7,11 @@ the agent's store, with the reader `follow-sqlite` uses, and publishes them byte
 `sessions.changed` with a session id reads that session too (rows without a message of their
 own, such as the custom entries after a reply, come with it); one without, or one for a reset,
 deletion, compaction or rewind, has the whole store looked at. The whole store is also looked
-at every poll interval (one PRAGMA when nothing changed), so rows that came with no event
-arrive all the same, while the socket is down too, and after every (re)connect, because
-events sent while the source was away are not replayed: a gateway restart or a dropped socket
+at every poll interval (one PRAGMA when nothing changed), and a commit to a store wakes the
+source within CHANGE_INTERVAL (the store's change counter) to read the sessions appended to, so
+rows that came with no event arrive all the same and about as soon, while the socket is down
+too, and after every (re)connect, because events sent while the source was away are not
+replayed: a gateway restart or a dropped socket
 loses nothing and, the checkpoint moving only after the broker's acknowledgement, sends
 nothing twice.
 """
@@ -30,6 +32,7 @@ from stream.sources.gateway.stores import Stores
 from stream.sources.positions import PositionsError, PositionsWriter, load_positions
 from stream.sources.publish import Batch, Record
 from stream.sources.transcript_store import (
+    CHANGE_INTERVAL,
     Decompress,
     Progress,
     TranscriptStore,
@@ -69,12 +72,14 @@ class GatewaySource:
         poll_interval: float,
         page_size: int,
         decompress: Decompress | None,
+        change_interval: float = CHANGE_INTERVAL,
     ) -> None:
         self.gateway = gateway
         self.locations = stores
         self.checkpoint = checkpoint
         self.origin = str(stores.origin)
         self.poll_interval = poll_interval
+        self.change_interval = change_interval
         self.page_size = page_size
         self.decompress = decompress
         self._saved = _load(checkpoint, self.origin)
@@ -82,6 +87,7 @@ class GatewaySource:
         self.stores: dict[str, TranscriptStore] = {}
         self._dirty: dict[str, set[str]] = defaultdict(set)
         self._sweeps: set[str] = set()  # agents whose whole store is to be read
+        self._appended: set[str] = set()  # agents whose store changed: read what was appended
         self._last_sweep: float | None = None  # None: a full sweep is due
         self._waiting_logged = False
         self.client: GatewayClient | None = None
@@ -94,14 +100,15 @@ class GatewaySource:
             self._last_sweep = now
         sweeps, self._sweeps = self._sweeps, set()
         dirty, self._dirty = self._dirty, defaultdict(set)
+        appended, self._appended = self._appended, set()
         records: list[Record] = []
         positions: Positions = {}
         more = False
         for agent, store in self.stores.items():
             if agent in sweeps:
                 read = store.read()
-            elif dirty.get(agent):
-                read = store.read_sessions(dirty[agent])
+            elif agent in appended or dirty.get(agent):
+                read = store.read_appended(dirty.get(agent, ()))
             else:
                 positions[agent] = store.progress
                 continue
@@ -112,7 +119,8 @@ class GatewaySource:
                 if agent in sweeps:
                     self._sweeps.add(agent)
                 else:
-                    self._dirty[agent] |= dirty[agent]
+                    self._appended.add(agent)
+                    self._dirty[agent] |= dirty.get(agent, set())
         return Batch(records, positions, more)
 
     def commit(self, batch: Batch[Positions]) -> None:
@@ -169,7 +177,7 @@ class GatewaySource:
             news.set()
 
         gateway = self.gateway
-        self.client = GatewayClient(
+        client = self.client = GatewayClient(
             gateway.url,
             gateway.credentials,
             on_event=on_event,
@@ -177,7 +185,24 @@ class GatewaySource:
             startup_deadline=gateway.startup_deadline,
             backoff=gateway.backoff,
         )
-        await self.client.run()
+        tasks = [asyncio.create_task(client.run()), asyncio.create_task(self._watch_stores(news))]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # raises what stopped it
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _watch_stores(self, news: asyncio.Event) -> None:
+        """Marks the stores another connection committed to; the socket can be down meanwhile."""
+        while True:
+            await asyncio.sleep(self.change_interval)
+            for agent, store in list(self.stores.items()):
+                if store.changed():
+                    self._appended.add(agent)
+                    news.set()
 
 
 def _load(checkpoint: Path, origin: str) -> Positions:

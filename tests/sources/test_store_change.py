@@ -1,0 +1,178 @@
+"""A commit to the store wakes both sources: a row no event announces does not wait for the poll.
+
+Every source here polls the whole store once a minute, so a row that arrives within the test's
+few seconds came by the store's change counter (`TranscriptStore.changed`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from stream.sources.gateway.protocol import Auth
+from stream.sources.gateway.source import Gateway, GatewaySource
+from stream.sources.gateway.stores import Stores
+from stream.sources.publish import Record, Source, pump
+from stream.sources.sqlite import SqliteFollower
+from tests.support.fake_gateway import TOKEN, FakeGateway, running
+from tests.support.sources import by_key, drain
+from tests.support.sqlite_store import (
+    create_openclaw_store,
+    create_store,
+    insert,
+    open_window,
+    rotate,
+)
+
+LONG = 60.0  # seconds: no whole-store read by the clock within a test
+KEY = "agent:main:explicit:s"
+
+
+class Sent:
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.grew = asyncio.Event()
+
+    async def send(self, records: list[Record]) -> None:
+        self.records.extend(records)
+        self.grew.set()
+
+    async def until(self, count: int, timeout: float = 5.0) -> None:
+        async with asyncio.timeout(timeout):
+            while len(self.records) < count:
+                self.grew.clear()
+                await self.grew.wait()
+
+
+@asynccontextmanager
+async def pumping(source: Source) -> AsyncIterator[Sent]:
+    sent = Sent()
+    stop = asyncio.Event()
+    task = asyncio.create_task(pump(source, sent.send, poll_interval=LONG, once=False, stop=stop))
+    try:
+        yield sent
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+        source.close()
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    return tmp_path / "openclaw-agent.sqlite"
+
+
+@pytest.fixture
+def writer(database: Path):
+    connection = create_store(database)
+    yield connection
+    connection.close()
+
+
+def follower(database: Path, **intervals: float) -> SqliteFollower:
+    return SqliteFollower(database, database.with_name("checkpoint.json"), 500, None,
+                          poll_interval=LONG, **intervals)
+
+
+async def test_follow_sqlite_reads_a_commit_at_once_with_a_long_poll_interval(
+    database: Path, writer: sqlite3.Connection
+) -> None:
+    first = insert(writer, "s-a", 1)
+    async with pumping(follower(database)) as sent:
+        await sent.until(1)  # the whole-store read at start
+        later = insert(writer, "s-b", 1) + insert(writer, "s-a", 2)
+        await sent.until(3)
+
+    assert by_key(sent.records) == {b"s-a": [*first, later[1]], b"s-b": [later[0]]}
+
+
+async def test_without_the_change_signal_the_commit_waits_for_the_poll(
+    database: Path, writer: sqlite3.Connection
+) -> None:
+    """The near miss of the test above: what brought the row there was the change counter."""
+    insert(writer, "s-a", 1)
+    async with pumping(follower(database, change_interval=LONG)) as sent:
+        await sent.until(1)
+        insert(writer, "s-a", 2)
+        with pytest.raises(TimeoutError):
+            await sent.until(2, timeout=0.5)
+
+
+def test_a_wake_reads_only_the_sessions_appended_to(
+    database: Path, writer: sqlite3.Connection
+) -> None:
+    insert(writer, "s-a", 1)
+    insert(writer, "s-b", 1)
+    source = follower(database)
+    drain(source)
+    new = insert(writer, "s-b", 2)
+    statements: list[str] = []
+    source._connect().set_trace_callback(statements.append)
+
+    assert [record[1] for record in drain(source)] == new
+
+    assert not any("GROUP BY" in statement for statement in statements)  # no whole-store read
+    assert sum("s-a" in statement for statement in statements) == 0
+
+
+def test_a_rewrite_in_place_comes_with_the_whole_store_read(
+    tmp_path: Path,
+) -> None:
+    """An exact rewrite appends nothing, so the wake's read cannot see it; the poll's does."""
+    store = tmp_path / "openclaw-agent.sqlite"
+    writer = create_openclaw_store(store)
+    open_window(writer, "s", KEY)
+    insert(writer, "s", 0, 1, 2)
+    source = SqliteFollower(store, tmp_path / "checkpoint.json", 500, None, poll_interval=0.001)
+    drain(source)
+    with writer:  # what an exact rewrite does: the row changed where it is, in one transaction
+        writer.execute("UPDATE transcript_events SET event_json = 'rewritten' WHERE seq = 2")
+        rotate(writer, "s")
+
+    resent = drain(source)
+
+    assert [record[1] for record in resent][-1] == b"rewritten"
+
+
+def test_rows_deleted_from_the_top_make_the_wake_read_the_whole_store(
+    database: Path, writer: sqlite3.Connection
+) -> None:
+    """A rowid is given again once the top rows are gone: above the old top is no longer new."""
+    insert(writer, "s-a", 1)
+    insert(writer, "s-b", 1, 2)
+    source = follower(database)
+    drain(source)
+    writer.execute("DELETE FROM transcript_events WHERE session_id = 's-b'")
+    again = insert(writer, "s-c", 1)  # takes a rowid at or below the old top
+
+    assert [record[1] for record in drain(source)] == again
+    assert source.progress.last_seq == {"s-a": 1, "s-c": 1}
+
+
+async def test_the_gateway_source_reads_a_row_that_came_with_no_event(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    writer = create_openclaw_store(state / "agents" / "main" / "agent" / "openclaw-agent.sqlite")
+    open_window(writer, "s", KEY)
+    header = insert(writer, "s", 0)
+    async with running(FakeGateway()) as gateway:
+        source = GatewaySource(
+            Gateway(gateway.url, lambda: Auth(token=TOKEN), 5.0, backoff=(0.05, 0.2)),
+            Stores.of(state, None, []),
+            tmp_path / "gateway.checkpoint.json",
+            poll_interval=LONG,
+            page_size=500,
+            decompress=None,
+        )
+        async with pumping(source) as sent:
+            await asyncio.wait_for(gateway.subscribed.wait(), 5)
+            await sent.until(1)  # the sweep after connecting
+            custom = insert(writer, "s", 1)  # OpenClaw's custom row after a reply: no event
+            await sent.until(2)
+
+    assert [record[1] for record in sent.records] == header + custom
+    writer.close()
