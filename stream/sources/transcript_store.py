@@ -176,9 +176,11 @@ class Window:
 class TranscriptStore:
     """Reads one agent database; sends nothing and moves nothing itself.
 
-    `read()` looks at every session, `read_sessions()` at the named ones only (what the gateway
-    source does on an event); both return the records and the progress they reach, which the
-    caller adopts with `advance()` once the records are acknowledged.
+    `read()` looks at every session, `read_sessions()` at the named ones only, and
+    `read_appended()` at those appended to since the last read (what the sources do when the
+    store's change counter moved, the gateway source on an event too); all return the records
+    and the progress they reach, which the caller adopts with `advance()` once the records are
+    acknowledged.
     """
 
     def __init__(
@@ -246,22 +248,19 @@ class TranscriptStore:
             (version,) = connection.execute("PRAGMA data_version").fetchone()
             if version == self._appended_version and not also:
                 return Read([], self.progress)
-            columns = self._columns(connection)
+            self._columns(connection)  # the table and its columns, before asking for rowids
             top = _top_rowid(connection)
             if top < since:
                 return self.read()
             sessions = {row[0] for row in connection.execute(
                 f"SELECT DISTINCT session_id FROM {TABLE} WHERE rowid > ?", (since,))}
-            tops = self._tops(connection, sorted(sessions.union(also)))
-            marks = dict(self.progress.marks)
-            records, more = self._read_tops(connection, columns, tops, marks)
-            # Cut short, the same sessions are looked for again from the same rowid.
-            rowid = since if more else top
-            if not more:
-                self._appended_version = version
-            return Read(records, Progress(marks, self.progress.read_version, rowid), more)
         except sqlite3.Error as error:
             raise SourceError(f"cannot read {self.path}: {error}") from error
+        read = self.read_sessions(sessions.union(also))
+        if read.more:  # cut short: the same sessions are looked for again from the same rowid
+            return read
+        self._appended_version = version
+        return replace(read, progress=replace(read.progress, read_rowid=top))
 
     def advance(self, progress: Progress) -> None:
         self.progress = progress
@@ -529,6 +528,25 @@ class TranscriptStore:
                 f"it has {', '.join(sorted(columns))}"
             )
         return columns
+
+
+def has_events_table(path: Path) -> bool:
+    """Whether OpenClaw's migration has created the events table yet: a gateway creates its
+    store file a moment before the table, and a store found in between is not one to follow
+    yet, as a missing one is not."""
+    try:
+        connection = sqlite3.connect(
+            f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT
+        )
+        try:
+            row = connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
+            ).fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return False
+    return row is not None
 
 
 def agent_of_path(path: Path) -> str | None:

@@ -317,6 +317,29 @@ def test_a_missing_state_folder_is_refused_naming_it_and_projected_mode(
         Stores.of(tmp_path / "gone", None, [])
 
 
+async def test_a_store_found_before_its_tables_is_waited_for_not_fatal(tmp_path: Path) -> None:
+    """OpenClaw creates its store file a moment before its migration creates the tables: the
+    source found in between keeps looking, then follows the store."""
+    state = tmp_path / "state"
+    path = state / "agents" / "main" / "agent" / STORE
+    path.parent.mkdir(parents=True)
+    sqlite3.connect(path).close()
+    async with running(FakeGateway()) as gateway, pumping(source(state, gateway.url)) as (
+        pumped, task
+    ):
+        await asyncio.wait_for(gateway.subscribed.wait(), 5)
+        await gateway.emit(session_message("main", "s", KEY, 1))
+        await asyncio.sleep(0.3)
+        assert not task.done()
+        writer = create_openclaw_store(path)
+        rows = insert(writer, "s", 0, 1)
+        await gateway.emit(session_message("main", "s", KEY, 1))
+        await pumped.until(lambda sent: len(sent) == 2)
+        writer.close()
+
+    assert pumped.values() == rows
+
+
 async def test_a_store_that_appears_later_is_followed_from_its_start(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()

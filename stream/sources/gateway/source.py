@@ -11,9 +11,8 @@ at every poll interval (one PRAGMA when nothing changed), and a commit to a stor
 source within CHANGE_INTERVAL (the store's change counter) to read the sessions appended to, so
 rows that came with no event arrive all the same and about as soon, while the socket is down
 too, and after every (re)connect, because events sent while the source was away are not
-replayed: a gateway restart or a dropped socket
-loses nothing and, the checkpoint moving only after the broker's acknowledgement, sends
-nothing twice.
+replayed: a gateway restart or a dropped socket loses nothing and, the checkpoint moving only
+after the broker's acknowledgement, sends nothing twice.
 """
 
 from __future__ import annotations
@@ -33,10 +32,12 @@ from stream.sources.positions import PositionsError, PositionsWriter, load_posit
 from stream.sources.publish import Batch, Record
 from stream.sources.transcript_store import (
     CHANGE_INTERVAL,
+    TABLE,
     Decompress,
     Progress,
     TranscriptStore,
     agent_of_session_key,
+    has_events_table,
     progress_from_json,
     progress_to_json,
 )
@@ -90,6 +91,7 @@ class GatewaySource:
         self._appended: set[str] = set()  # agents whose store changed: read what was appended
         self._last_sweep: float | None = None  # None: a full sweep is due
         self._waiting_logged = False
+        self._unready_logged: set[str] = set()
         self.client: GatewayClient | None = None
 
     def poll(self) -> Batch[Positions]:
@@ -145,6 +147,12 @@ class GatewaySource:
         """Opens the stores that appeared since the last look (all of them, the first time)."""
         for agent, path in self.locations.found().items():
             if agent not in self.stores:
+                if not has_events_table(path):
+                    if agent not in self._unready_logged:
+                        log.info("agent %s's store %s has no %s table yet; looking again",
+                                 agent, path, TABLE)
+                        self._unready_logged.add(agent)
+                    continue
                 log.info("following agent %s: %s", agent, path)
                 self.stores[agent] = TranscriptStore(
                     path, self._saved.get(agent, Progress({})), self.page_size,
