@@ -1,11 +1,11 @@
 """The formats of what session-stream stores, beside the package's version.
 
-Three kinds of stored data outlive a process and are read by the next version that runs:
-the worker's table values and changelog records (`STATE_FORMAT`, stream.worker.codec), the
-live sources' positions files (`POSITIONS_FORMAT`, stream.sources.positions) and the memory
-writer's index (`INDEX_FORMAT`, stream.consumers). Each names its format; a version reads
-every format it ever wrote and refuses a newer one with `FormatTooNew`, which stops a command
-with one line naming both formats and exit code `EXIT_CODE` (docs/upgrading.md).
+What outlives a process and is read by the next version that runs: the worker's table values
+and changelog records (`STATE_FORMAT`, stream.worker.codec), the live sources' positions files
+(`POSITIONS_FORMAT`, stream.sources.positions) and the memory writer's files, whose index has
+kept its one layout since it was written first (its format is not named in it yet). A version
+reads every named format it ever wrote and refuses a newer one with `FormatTooNew`, which stops
+a command with one line naming both formats and exit code `EXIT_CODE` (docs/upgrading.md).
 """
 
 from __future__ import annotations

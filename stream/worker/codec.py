@@ -54,8 +54,12 @@ def format_of(data: bytes) -> int:
 
 
 def check(data: bytes, where: str) -> None:
-    """Refuse a value newer than this version reads (FormatTooNew)."""
-    found = format_of(data)
+    """Refuse a value newer than this version reads (FormatTooNew). Bytes in no format pass:
+    reading them is where an unreadable session is started afresh, as it always was."""
+    try:
+        found = format_of(data)
+    except ValueError:
+        return
     if found > STATE_FORMAT:
         raise FormatTooNew("state", where, found, STATE_FORMAT)
 

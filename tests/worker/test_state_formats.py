@@ -177,3 +177,7 @@ def test_a_value_of_the_json_era_before_0a6424d_is_format_1_and_read() -> None:
 def test_bytes_no_version_wrote_are_in_no_format(first_byte: int) -> None:
     with pytest.raises(ValueError, match=r"in no format|empty"):
         codec.format_of(bytes([first_byte, 0x90]))
+
+
+def test_bytes_in_no_format_are_left_to_the_reader_that_starts_them_afresh() -> None:
+    codec.check(b"\x00garbage", "a changelog")  # no refusal: not a newer format
