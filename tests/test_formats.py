@@ -22,8 +22,8 @@ def test_version_names_the_package_and_the_formats_it_stores() -> None:
     done = _run("--version")
 
     assert done.returncode == 0
-    assert done.stdout == (
-        f"session-stream {stream.__version__} (state format 2, positions format 1)\n")
+    assert done.stdout == (f"session-stream {stream.__version__} (formats: state 2, "
+                           "positions 1, memory index 1)\n")
 
 
 def test_the_package_version_is_the_one_pyproject_installs() -> None:
@@ -47,5 +47,22 @@ def test_a_source_whose_positions_are_of_a_newer_format_stops_with_one_line(
     assert done.stderr.splitlines() == [
         f"session-stream follow: checkpoint {checkpoint} holds positions format 2, newer than "
         f"session-stream {stream.__version__} reads (positions format 1); run the version "
+        "that wrote it or a later one (docs/upgrading.md)"
+    ]
+
+
+def test_a_memory_writer_whose_folder_is_of_a_newer_index_format_stops_with_one_line(
+        tmp_path: Path) -> None:
+    index = tmp_path / "memory" / ".index"
+    index.mkdir(parents=True)
+    (index / "FORMAT").write_text("2\n")
+
+    done = _run("memory-writer", "--out", str(tmp_path / "memory"), "--once",
+                "--broker", "kafka://127.0.0.1:9")
+
+    assert done.returncode == EXIT_CODE
+    assert done.stderr.splitlines() == [
+        f"session-stream memory-writer: {index} holds memory index format 2, newer than "
+        f"session-stream {stream.__version__} reads (memory index format 1); run the version "
         "that wrote it or a later one (docs/upgrading.md)"
     ]

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from stream.consumers.memory_writer.index_format import FORMAT_FILE, INDEX_FORMAT
 from stream.consumers.memory_writer.render import (
     SessionFacts,
     day_of,
@@ -31,6 +32,7 @@ from stream.consumers.memory_writer.render import (
 )
 from stream.engine.entry import Entry, MalformedEntry, parse
 from stream.engine.text import digest64
+from stream.formats import FormatTooNew
 from stream.kafka.producer import Headers
 
 # (session id, raw entry) or (session id, raw entry, the record's headers)
@@ -186,7 +188,24 @@ def open_folder(out: Path) -> Path:
         probe.unlink()
     except OSError as error:
         raise MemoryFolderError(f"{out}: is not writable: {error.strerror}") from error
+    _name_index_format(out / INDEX_DIR / FORMAT_FILE)
     return out
+
+
+def _name_index_format(path: Path) -> None:
+    """FormatTooNew for an index a later version wrote; else the folder names its format, so
+    that version can tell this one's index from its own."""
+    try:
+        text = path.read_text("ascii").strip()
+    except FileNotFoundError:
+        _append_durably(path, f"{INDEX_FORMAT}\n".encode("ascii"))
+        return
+    except (OSError, UnicodeDecodeError) as error:
+        raise MemoryFolderError(f"{path}: cannot be read: {error}") from error
+    if not text.isdigit():
+        raise MemoryFolderError(f"{path}: names no memory index format ({text[:40]!r})")
+    if int(text) > INDEX_FORMAT:
+        raise FormatTooNew("memory index", str(path.parent), int(text), INDEX_FORMAT)
 
 
 class MemoryWriter:

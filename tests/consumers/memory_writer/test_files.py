@@ -8,6 +8,8 @@ import pytest
 
 from stream.consumers.memory_writer import compare
 from stream.consumers.memory_writer import files as mw
+from stream.consumers.memory_writer.index_format import INDEX_FORMAT
+from stream.formats import FormatTooNew
 from tests.support.memory import (
     assistant,
     conversation,
@@ -322,7 +324,7 @@ def test_an_unsafe_session_id_names_files_inside_the_folder_only(
 
     made = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     name = mw.file_name(session_id)
-    assert made == [f"memory/.index/{name}.ids", f"memory/{name}.md"]
+    assert made == ["memory/.index/FORMAT", f"memory/.index/{name}.ids", f"memory/{name}.md"]
     text = (out / f"{name}.md").read_text()
     # the link to the previous session names its safe file too
     assert f"]({name}.md)\n" in text or not session_id
@@ -382,3 +384,37 @@ def test_a_folder_that_cannot_hold_the_files_is_refused_in_one_line(
     message = str(refused.value)
     assert problem in message and str(out) in message
     assert "\n" not in message
+
+
+def test_a_new_folder_names_its_index_format(tmp_path: Path) -> None:
+    mw.MemoryWriter(tmp_path / "memory")
+
+    assert (tmp_path / "memory" / ".index" / "FORMAT").read_text() == f"{INDEX_FORMAT}\n"
+
+
+def test_a_folder_written_before_the_index_named_its_format_is_continued_and_named(
+        tmp_path: Path) -> None:
+    """0.1.0's folders have no FORMAT file: format 1, the layout this version writes."""
+    out = tmp_path / "memory"
+    hello = raw(user("hello"))
+    mw.MemoryWriter(out).write([("s1", hello)])
+    (out / ".index" / "FORMAT").unlink()
+    before = (out / "s1.md").read_text()
+
+    mw.MemoryWriter(out).write([("s1", hello), ("s1", raw(assistant("hi there")))])
+
+    assert (out / ".index" / "FORMAT").read_text() == "1\n"
+    text = (out / "s1.md").read_text()
+    assert text.startswith(before) and text.count("hello") == 1 and "hi there" in text
+
+
+@pytest.mark.parametrize(("content", "refusal"), [("2\n", FormatTooNew),
+                                                  ("two", mw.MemoryFolderError)])
+def test_a_folder_of_an_index_format_this_version_cannot_read_is_refused(
+        tmp_path: Path, content: str, refusal: type[Exception]) -> None:
+    out = tmp_path / "memory"
+    (out / ".index").mkdir(parents=True)
+    (out / ".index" / "FORMAT").write_text(content)
+
+    with pytest.raises(refusal):
+        mw.MemoryWriter(out)
