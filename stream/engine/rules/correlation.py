@@ -16,7 +16,7 @@ from typing import Final
 from stream.engine.context import Context
 from stream.engine.entry import record_key
 from stream.engine.records import Severity
-from stream.engine.rules.drops import Drop, DropRule, text_evidence
+from stream.engine.rules.drops import Drop, DropRule, first_drop, text_evidence
 from stream.engine.rules.tree import E_REPLY_TEXT, E_RULE, output_parent
 
 DELIVERY_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
@@ -153,11 +153,7 @@ def find(ctx: Context) -> Drop | None:
     entry = ctx.entry
     if entry.role != "assistant" or not entry.is_mirror or not entry.text_hash:
         return None
-    for check in CHECKS:
-        drop = check(ctx)
-        if drop is not None:
-            return drop
-    return None
+    return first_drop(ctx, CHECKS)
 
 
 CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (

@@ -28,7 +28,7 @@ from typing import Final
 from stream.engine.context import Context
 from stream.engine.entry import Entry, payload_of, record_key
 from stream.engine.records import Severity
-from stream.engine.rules.drops import Drop, DropRule
+from stream.engine.rules.drops import Drop, DropRule, first_drop
 from stream.engine.rules.tree import E_FP, E_RULE, chain_original
 
 REWRITE_COPY: Final[DropRule] = DropRule(
@@ -130,11 +130,8 @@ def persisted_twice(ctx: Context) -> Drop | None:
 
 
 def find(ctx: Context) -> Drop | None:
-    for check in CHECKS:
-        drop = check(ctx)
-        if drop is not None:
-            return drop
-    return None
+    """The first rule that finds the entry's payload persisted before."""
+    return first_drop(ctx, CHECKS)
 
 
 CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (

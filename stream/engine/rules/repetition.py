@@ -17,7 +17,7 @@ from typing import Final
 from stream.engine.context import Context
 from stream.engine.entry import Entry
 from stream.engine.records import Severity
-from stream.engine.rules.drops import Drop, DropRule, text_evidence
+from stream.engine.rules.drops import Drop, DropRule, first_drop, text_evidence
 from stream.engine.rules.tree import answers_turn_opener, kept_ancestor
 from stream.engine.state import ASSISTANT
 from stream.engine.text import digest64
@@ -184,11 +184,7 @@ def find(ctx: Context) -> Drop | None:
     entry = ctx.entry
     if entry.role != "assistant" or entry.is_mirror or not entry.text_hash:
         return None
-    for check in CHECKS:
-        drop = check(ctx)
-        if drop is not None:
-            return drop
-    return None
+    return first_drop(ctx, CHECKS)
 
 
 CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (
