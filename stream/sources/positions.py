@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from stream.durable import fsync_folder
 from stream.formats import FormatTooNew
 
 # Format 1 is the only one yet, since the first live sources (CHANGELOG.md). A newer one stops
@@ -70,16 +71,7 @@ def save_positions(path: Path, kind: str, origin: str, content: dict[str, Any]) 
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Makes the rename itself survive a power cut, not only the file's bytes."""
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    fsync_folder(path.parent)
 
 
 class PositionsWriter:

@@ -8,6 +8,7 @@ import pytest
 from stream.engine import Limits
 from tests.support.builders import (
     alerts,
+    assert_clean_twice_is_clean,
     assert_valid_tree,
     assistant,
     custom,
@@ -18,7 +19,7 @@ from tests.support.builders import (
     kept,
     kept_ids,
     mirror,
-    outputs,
+    parents,
     run,
     tool_result,
     user,
@@ -26,17 +27,6 @@ from tests.support.builders import (
 )
 
 TEXT = "Tomorrow you have a 10:00 standup and a 14:00 review."
-
-
-def parents(verdicts) -> dict[str, str | None]:
-    """id -> parentId of every kept entry, as it leaves the engine."""
-    return {value["id"]: value.get("parentId") for value in kept(verdicts) if "id" in value}
-
-
-def assert_clean_twice_is_clean(verdicts) -> None:
-    again = run(outputs(verdicts))
-    assert not drops(again)
-    assert outputs(again) == outputs(verdicts)
 
 
 # --- inbound user turn written twice (#115389, #116409, #126680): rule 2 ------------------------

@@ -13,14 +13,15 @@ import pytest
 from stream.engine import Action, Severity
 from tests.support.builders import (
     alerts,
+    assert_clean_twice_is_clean,
     assert_valid_tree,
     assistant,
     drops,
     header,
-    kept,
     kept_ids,
     new_id,
     outputs,
+    parents,
     run,
     tool_result,
     user,
@@ -28,16 +29,6 @@ from tests.support.builders import (
 )
 
 ANSWER = "Both repositories pass their tests; the release branch is ready to tag."
-
-
-def parents(verdicts) -> dict[str, str | None]:
-    return {value["id"]: value.get("parentId") for value in kept(verdicts) if "id" in value}
-
-
-def assert_clean_twice_is_clean(verdicts) -> None:
-    again = run(outputs(verdicts))
-    assert not drops(again)
-    assert outputs(again) == outputs(verdicts)
 
 
 def stamped(item: dict, ms: int, response_id: str | None = None) -> dict:

@@ -353,3 +353,15 @@ def assert_valid_tree(verdicts: Sequence[Verdict], dropped: Iterable[str] = ()) 
         assert parent not in dropped or parent in seen, value
         if value.get("type") != "session":
             seen.add(value["id"])
+
+
+def parents(verdicts: Sequence[Verdict]) -> dict[str, str | None]:
+    """id -> parentId of every kept entry, as it leaves the engine."""
+    return {value["id"]: value.get("parentId") for value in kept(verdicts) if "id" in value}
+
+
+def assert_clean_twice_is_clean(verdicts: Sequence[Verdict]) -> None:
+    """Cleaning the output again drops nothing and changes no byte."""
+    again = run(outputs(verdicts))
+    assert not drops(again)
+    assert outputs(again) == outputs(verdicts)

@@ -30,6 +30,7 @@ from stream.consumers.memory_writer.render import (
     render_day,
     render_header,
 )
+from stream.durable import fsync_folder
 from stream.engine.entry import Entry, MalformedEntry, parse
 from stream.engine.text import digest64
 from stream.formats import FormatTooNew
@@ -136,7 +137,7 @@ def _replace_durably(path: Path, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
-    _sync_folder(path.parent)
+    fsync_folder(path.parent)
 
 
 def _append_durably(path: Path, data: bytes) -> None:
@@ -147,16 +148,7 @@ def _append_durably(path: Path, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     if created:
-        _sync_folder(path.parent)
-
-
-def _sync_folder(folder: Path) -> None:
-    """A new or replaced file's name is durable once its folder is synced."""
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+        fsync_folder(path.parent)
 
 
 class MemoryFolderError(ValueError):
