@@ -31,7 +31,10 @@ from stream.engine import Engine, KafkaSource, Limits, Session, SessionState, Ve
 from stream.engine.engine import dead_letter_verdict
 from stream.settings import Settings
 from stream.worker import codec
-from stream.worker.processor import _session_headers, dead_letter_record
+
+# the worker's own reading of a record's key and headers (private to its processor, which a
+# peer cannot reach through a public name without changing the compiled worker)
+from stream.worker.processor import _session_headers, _session_id, dead_letter_record
 from stream.worker.tables import StoredSession
 
 # One output record: the topic it goes to, its value, its headers.
@@ -83,17 +86,14 @@ def main() -> int:
     topics = {name: app.topic(name, key_serializer="bytes", value_serializer=Payload())
               for name in settings.output_topics}
 
-    def clean(value: bytes, key: bytes, timestamp: int, headers: object,
+    def clean(value: bytes | None, key: bytes | None, timestamp: int, headers: object,
               state: State) -> list[Output]:
         context = message_context()
         where = KafkaSource(context.topic, context.partition, context.offset)
-        try:
-            session_id = key.decode("utf-8")
-        except UnicodeDecodeError:
-            session_id = ""
-        if not session_id or value is None:
-            verdict = dead_letter_verdict(key.decode("utf-8", "backslashreplace"), value or b"",
-                                          where, "record has no usable key or no value")
+        session_id, problem = _session_id(key)
+        if problem is not None or value is None:
+            verdict = dead_letter_verdict(session_id, value or b"", where,
+                                          problem or "record has no value")
             return outputs(settings, where, key, verdict, headers)
         stored = state.get_bytes(SESSION)
         session = Session(session_id,
@@ -113,7 +113,7 @@ def main() -> int:
     return 0
 
 
-def outputs(settings: Settings, source: KafkaSource, key: bytes, verdict: Verdict,
+def outputs(settings: Settings, source: KafkaSource, key: bytes | None, verdict: Verdict,
             headers: object) -> list[Output]:
     """The worker's records for a verdict (BatchProcessor._outputs), as Outputs."""
     found: list[Output] = []
