@@ -1,5 +1,5 @@
 """`python -m bench [--quick] [--out FILE] [--broker tansu|kafka|both] [--entries N] [--warmup N]
-[--latency-seconds S] [--skip-e2e]`
+[--latency-seconds S] [--contenders A,B] [--skip-e2e]`
 
 Runs every section, writes the results as JSON (default bench/results/latest.json) and prints
 a table. It reports and never asserts: a missed target is a line in the table, not a failure.
@@ -44,6 +44,8 @@ class Config:
     warmup_entries: int = 10_000
     recovery_sessions: int = 100_000
     quix: str = "install"  # install (bench/.venv-quix on demand) | if-present | skip
+    # e2e contenders to run, by name (empty: every one available)
+    contenders: tuple[str, ...] = ()
     e2e: bool = True
     profile: bool = True
     profile_entries: int = 20_000
@@ -174,19 +176,13 @@ def run_core(config: Config, log=print) -> dict:
 
 def run_brokers(config: Config, results: dict, workdir: Path, log=print) -> None:
     from bench import e2e
-    from bench.procs import create, produce, quix_python
+    from bench.procs import create, produce
     from bench.profiling import normalize, worker_profile
     from bench.recovery import recovery
     from stream.brokers import start_broker
 
     timings = results.setdefault("seconds", {})
-    if config.quix == "skip":
-        quix, quix_note = None, "skipped (--quick or --no-quix)"
-    else:
-        quix, quix_note = quix_python(config.quix == "install")
-    contenders = [e2e.WORKER, e2e.RAW, e2e.NAIVE_FAUST]
-    if quix:
-        contenders.append(e2e.quix_contender(quix))
+    contenders, quix, quix_note, quix_engine_build = _contenders(config)
     workload = corpus_replay(config.entries)
     records = [(sid.encode(), raw) for sid, raw in workload]
     results["e2e"], results["recovery"] = {}, {}
@@ -215,6 +211,7 @@ def run_brokers(config: Config, results: dict, workdir: Path, log=print) -> None
             section["produce_entries_per_s"] = len(records) / produce_s
             section["warmup"] = warmup
             section["quix"] = quix_note
+            section["quix_engine_build"] = quix_engine_build
             if not quix:
                 section["quix_unavailable"] = quix_note
             results["e2e"][kind] = section
@@ -228,6 +225,27 @@ def run_brokers(config: Config, results: dict, workdir: Path, log=print) -> None
         finally:
             broker.stop()
         timings[f"broker_{kind}"] = time.perf_counter() - started
+
+
+def _contenders(config: Config) -> tuple[list, str | None, str, str | None]:
+    """The e2e contenders, the Quix venv's python (None: unavailable, and why), and which
+    build of the engine the Quix venv runs."""
+    from bench import e2e
+    from bench.procs import engine_build, quix_python
+
+    if config.quix == "skip":
+        quix, quix_note = None, "skipped (--quick or --no-quix)"
+    else:
+        quix, quix_note = quix_python(config.quix == "install")
+    contenders = [e2e.WORKER, e2e.RAW, e2e.NAIVE_FAUST]
+    build = None
+    if quix:
+        contenders += [e2e.quix_contender(quix), e2e.quix_engine_contender(quix),
+                       e2e.raw_confluent_contender(quix)]
+        build = engine_build(quix)
+    if config.contenders:
+        contenders = [c for c in contenders if c.name in config.contenders]
+    return contenders, quix, quix_note, build
 
 
 def _source_latency(config: Config, kind: str, broker, results: dict, *, workdir: Path,
@@ -259,7 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--latency-seconds", type=float,
                         help="steady load per source in the source latency section (0: skip)")
     parser.add_argument("--no-quix", action="store_true",
-                        help="leave out the Quix Streams peer (and never create its venv)")
+                        help="leave out the peers of the Quix venv (and never create it)")
+    parser.add_argument("--contenders", type=lambda text: tuple(text.split(",")),
+                        help="e2e contenders to run, comma-separated (worker, raw_aiokafka, "
+                             "naive_faust, quix, quix_engine, raw_confluent; default all)")
     return parser
 
 
@@ -285,6 +306,8 @@ def config_from(args: argparse.Namespace) -> Config:
         changes["latency_seconds"] = args.latency_seconds
     if args.no_quix:
         changes["quix"] = "skip"
+    if args.contenders:
+        changes["contenders"] = args.contenders
     return replace(config, **changes)
 
 

@@ -29,6 +29,7 @@ from bench.procs import (
     http_json,
     interpolate,
     new_topic,
+    peer_env,
     python_env,
     read_outputs,
     worker_command,
@@ -47,6 +48,7 @@ class Launch:
     group: str
     outputs: list[str]
     stats_port: int | None = None
+    clean: str | None = None  # the clean topic of a contender that cleans: counted alone
 
 
 @dataclass
@@ -60,7 +62,8 @@ def _worker(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) ->
     settings = worker_settings(broker.url, tag, input_topic, workdir,
                                session_timeout=float(E2E_SESSION_TIMEOUT_S))
     child = Child("worker", worker_command(), workdir / f"{tag}.log", settings.environment())
-    return Launch(child, settings.app_id, list(settings.output_topics), settings.web_port)
+    return Launch(child, settings.app_id, list(settings.output_topics), settings.web_port,
+                  settings.clean_topic)
 
 
 def _raw(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
@@ -95,6 +98,36 @@ def quix_contender(python: str) -> Contender:
         return Launch(Child("quix", cmd, workdir / f"{tag}.log", python_env()), group, [output])
 
     return Contender("quix", "Quix Streams, per-session RocksDB state with changelog", make)
+
+
+def quix_engine_contender(python: str) -> Contender:
+    """Quix Streams running this engine (bench/quix_engine_peer.py), with the worker's
+    settings, so the same work as the worker's."""
+    def make(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
+        settings = worker_settings(broker.url, tag, input_topic, workdir,
+                                   session_timeout=float(E2E_SESSION_TIMEOUT_S))
+        create(broker.bootstrap, list(settings.output_topics))
+        cmd = [python, str(Path(__file__).with_name("quix_engine_peer.py"))]
+        env = settings.environment(peer_env())
+        return Launch(Child("quix_engine", cmd, workdir / f"{tag}.log", env), settings.app_id,
+                      list(settings.output_topics), clean=settings.clean_topic)
+
+    return Contender("quix_engine", "Quix Streams running this engine, state in RocksDB with "
+                     "changelog, clean/alerts/dead-letter out", make)
+
+
+def raw_confluent_contender(python: str) -> Contender:
+    def make(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
+        output, group = f"{tag}-out", f"bench-{tag}"
+        create(broker.bootstrap, [output])
+        cmd = [python, str(Path(__file__).with_name("confluent_peer.py")),
+               "--bootstrap", broker.bootstrap, "--input", input_topic, "--output", output,
+               "--group", group, "--session-timeout", str(E2E_SESSION_TIMEOUT_S)]
+        return Launch(Child("raw_confluent", cmd, workdir / f"{tag}.log", python_env()), group,
+                      [output])
+
+    return Contender("raw_confluent", "raw confluent-kafka (librdkafka) consume -> produce -> "
+                     "commit, no processing", make)
 
 
 WORKER = Contender("worker", "session-stream worker (engine, tables, batches)", _worker)
@@ -159,6 +192,7 @@ def run_one(contender: Contender, broker: RunningBroker, input_topic: str, *, to
         "contender": contender.name,
         "entries": total,
         "output_records": outputs.records,
+        **({"clean_records": outputs.by_topic.get(launch.clean, 0)} if launch.clean else {}),
         "wall_s_to_committed": (progress.done_at - child.started_at)
         if progress.done_at else None,
     }
@@ -242,8 +276,22 @@ def run_rounds(broker: RunningBroker, input_topic: str, *, total: int,
         }
     ratios = {}
     worker = summary.get("worker", {}).get("entries_per_s")
-    for name, key in (("naive_faust", "worker_over_naive_faust"), ("quix", "worker_over_quix"),
-                      ("raw_aiokafka", "worker_over_raw_aiokafka")):
+    for name in ("naive_faust", "quix", "quix_engine", "raw_aiokafka", "raw_confluent"):
         other = summary.get(name, {}).get("entries_per_s")
-        ratios[key] = worker / other if worker and other else None
-    return {"contenders": summary, "ratios": ratios, "rounds": rounds}
+        ratios[f"worker_over_{name}"] = worker / other if worker and other else None
+    raw, confluent = (summary.get(name, {}).get("entries_per_s")
+                      for name in ("raw_aiokafka", "raw_confluent"))
+    ratios["raw_confluent_over_raw_aiokafka"] = confluent / raw if raw and confluent else None
+    return {"contenders": summary, "ratios": ratios, "rounds": rounds,
+            "same_work": _same_work(runs)}
+
+
+def _same_work(runs: dict[str, list[dict]]) -> dict | None:
+    """The clean records the worker and Quix-with-this-engine wrote, per round: equal counts
+    say the peer did the same work (both clean the same input with the same rules)."""
+    if "quix_engine" not in runs or "worker" not in runs:
+        return None
+    counts = {name: [r.get("clean_records") for r in runs[name]]
+              for name in ("worker", "quix_engine")}
+    return {"clean_records": counts,
+            "equal": len(set(counts["worker"] + counts["quix_engine"])) == 1}

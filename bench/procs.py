@@ -13,6 +13,7 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -173,9 +174,11 @@ class OutputStats:
     first_ms: int | None = None
     last_ms: int | None = None
     timestamps: list[int] = field(default_factory=list)
+    by_topic: dict[str, int] = field(default_factory=dict)
 
-    def add(self, timestamp: int) -> None:
+    def add(self, timestamp: int, topic: str) -> None:
         self.records += 1
+        self.by_topic[topic] = self.by_topic.get(topic, 0) + 1
         self.timestamps.append(timestamp)
         self.first_ms = timestamp if self.first_ms is None else min(self.first_ms, timestamp)
         self.last_ms = timestamp if self.last_ms is None else max(self.last_ms, timestamp)
@@ -187,7 +190,7 @@ async def read_outputs(broker_url: str, topics: Sequence[str]) -> OutputStats:
     settings = Settings.load(environ={}).replace(broker=broker_url)
     for topic in topics:
         async for record in read_topic(settings, topic, follow=False, idle_timeout=3.0):
-            stats.add(record.timestamp)
+            stats.add(record.timestamp, topic)
     return stats
 
 
@@ -199,10 +202,34 @@ async def end_positions(bootstrap: str, topic: str) -> dict[int, int]:
     return {tp.partition: end for tp, end in ends.items()}
 
 
+# What bench/quix_engine_peer.py imports of this project's dependencies, at the versions this
+# interpreter has, so the engine runs there on the same libraries as in the worker.
+ENGINE_DEPENDENCIES = ("orjson", "msgpack", "xxhash")
+
+
+def peer_env() -> dict[str, str]:
+    """The environment of a peer in the Quix venv that imports this project from the tree: the
+    same interpreter as the worker's, so the tree's compiled modules load there too."""
+    env = python_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+def engine_build(python: str) -> str:
+    """Which build of the engine `python` runs with peer_env (as the results' engine_build)."""
+    probe = ("from stream import pure; from stream.engine import engine; "
+             "print('compiled (mypyc)' if pure.is_compiled(engine) else 'Python source')")
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False,
+                          env=peer_env(), cwd=REPO)
+    return done.stdout.strip() if done.returncode == 0 else \
+        f"does not import: {done.stderr.strip()[-200:]}"
+
+
 def quix_python(install: bool) -> tuple[str | None, str]:
     """The Quix Streams venv's python, made on demand; (None, reason) when unavailable."""
     python = QUIX_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import quixstreams, orjson; print(quixstreams.__version__)"]
+    probe = [str(python), "-c", "import quixstreams, msgpack, xxhash, orjson; "
+             "print(quixstreams.__version__)"]
     if python.exists():
         done = subprocess.run(probe, capture_output=True, text=True, check=False)
         if done.returncode == 0:
@@ -212,7 +239,7 @@ def quix_python(install: bool) -> tuple[str | None, str]:
     steps = [
         [sys.executable, "-m", "venv", "--clear", str(QUIX_VENV)],
         [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "quixstreams", "orjson"],
+         "quixstreams", *(f"{name}=={metadata.version(name)}" for name in ENGINE_DEPENDENCIES)],
     ]
     for step in steps:
         try:

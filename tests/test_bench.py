@@ -239,11 +239,32 @@ def test_source_latency_lines_show_the_rows_with_no_event_and_the_idle_cost() ->
     assert "with no event: p99 120 ms; idle 0.40 % of a core" in printed
 
 
+def test_contenders_can_be_picked_by_name() -> None:
+    assert cli.config_from(cli.build_parser().parse_args([])).contenders == ()
+    args = cli.build_parser().parse_args(["--contenders", "worker,raw_confluent"])
+    assert cli.config_from(args).contenders == ("worker", "raw_confluent")
+
+
+def test_the_goal_against_quix_with_this_engine_is_judged_only_on_the_same_work() -> None:
+    def goal(clean_records: dict) -> dict:
+        e2e = {"ratios": {"worker_over_quix_engine": 1.5},
+               "same_work": {"clean_records": clean_records,
+                             "equal": len({*clean_records["worker"],
+                                           *clean_records["quix_engine"]}) == 1}}
+        rows = targets({"e2e": {"tansu": e2e}})
+        return next(row for row in rows if "running this engine" in row["target"])
+
+    assert goal({"worker": [10, 10], "quix_engine": [10, 10]})["met"] is True
+    unequal = goal({"worker": [10], "quix_engine": [9]})
+    assert unequal["met"] is None
+    assert "NOT the same work" in unequal["note"]
+
+
 # Sections import their modules when they run, so a broken import shows only in a full run.
-# quix_peer runs in the Quix venv the benchmark makes; __main__ runs the benchmark.
+# The peers of the Quix venv run there (the benchmark makes it); __main__ runs the benchmark.
 SECTION_MODULES = sorted(
     path.stem for path in (Path(__file__).resolve().parents[1] / "bench").glob("*.py")
-    if path.stem not in ("__main__", "quix_peer")
+    if path.stem not in ("__main__", "quix_peer", "quix_engine_peer", "confluent_peer")
 )
 
 
