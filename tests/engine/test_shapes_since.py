@@ -16,6 +16,7 @@ from tests.support.builders import (
     assert_clean_twice_is_clean,
     assert_valid_tree,
     assistant,
+    dropped_ids,
     drops,
     header,
     kept_ids,
@@ -500,6 +501,38 @@ def test_a_second_root_with_a_message_of_its_own_is_the_rewritten_entry():
         twin["id"]: ("rewrite_copy", original["id"])
         for twin, original in zip(branch[1:], originals[1:], strict=True)
     }
+
+
+def _replay_at_the_root():
+    """An imported session's first reply as its root, a turn, and that turn's reply replayed
+    under its key as a new root (rule 2: dropped, what hangs below it goes to the root)."""
+    root = stamped(assistant("Imported from the CLI.", parent=None), 1777300000000)
+    ask = user("Go on.", parent=root["id"])
+    reply = assistant("Done.", parent=ask["id"], idempotency_key="k1")
+    return root, [root, ask, reply], copied(reply, None)
+
+
+def test_a_copy_of_the_root_below_a_dropped_replay_is_dropped_on_the_first_clean():
+    """Found by the property test: the root's copy, below a replay re-parented to the root,
+    stands beside the root in the output, so rule 2b takes it now, not only when the output
+    is cleaned again (where it is parentless)."""
+    root, originals, replay = _replay_at_the_root()
+    twin = copied(root, replay["id"])
+    verdicts = run([header(), *originals, replay, twin])
+    assert drops(verdicts) == {
+        replay["id"]: ("idempotent_replay", originals[-1]["id"]),
+        twin["id"]: ("rewrite_copy", root["id"]),
+    }
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_a_reply_of_its_own_below_a_dropped_replay_is_kept_at_the_root():
+    _, originals, replay = _replay_at_the_root()
+    own = stamped(assistant("Imported from the CLI.", parent=replay["id"]), 1777300009000)
+    verdicts = run([header(), *originals, replay, own])
+    assert dropped_ids(verdicts) == [replay["id"]]
+    assert parents(verdicts)[own["id"]] is None
+    assert_clean_twice_is_clean(verdicts)
 
 
 def test_a_queued_prompt_appended_again_byte_for_byte_is_the_same_message():

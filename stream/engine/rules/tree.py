@@ -70,9 +70,11 @@ def chain_original(ctx: Context) -> str | None:
 
 
 def _first_child_alongside(ctx: Context) -> str | None:
-    _, parent = output_parent(ctx)
+    # An entry that hangs at the root in the output (parentless, or re-parented there around a
+    # dropped copy) stands beside the root: cleaning the output again sees it parentless.
+    parent_id, parent = output_parent(ctx)
     if parent is None:
-        return _first_root(ctx) if ctx.entry.parent_id is None else None
+        return _first_root(ctx) if parent_id is None else None
     child = parent[E_CHILD]
     if child is not None and child != ctx.entry.id:
         return child
@@ -95,8 +97,9 @@ def _first_root(ctx: Context) -> str | None:
 
 
 def note_root(ctx: Context) -> None:
-    """Remember a kept parentless entry as the root, unless the session has one."""
-    if ctx.entry.parent_id is None and ctx.recall(_ROOT) is None:
+    """Remember a kept entry that hangs at the root in the output as the root, unless the
+    session has one."""
+    if ctx.recall(_ROOT) is None:
         ctx.remember(_ROOT, ctx.entry.id)
 
 
