@@ -83,7 +83,8 @@ def _workers_note(workers: dict) -> str:
     return (f"reported, not judged: 2 cores for the workers and the broker; CPU per entry "
             f"1 worker {_num(one.get('workers_cpu_us_per_entry'), 0)} us (broker "
             f"{_num(one.get('broker_cpu_us_per_entry'), 0)}), 2 workers {each} us (broker "
-            f"{_num(two.get('broker_cpu_us_per_entry'), 0)})")
+            f"{_num(two.get('broker_cpu_us_per_entry'), 0)}); the partitions' split bounds it at "
+            f"{_num(two.get('split_bound'))}x")
 
 
 def _workers_lines(by_broker: dict, out: Callable[[str], None]) -> None:
@@ -104,7 +105,8 @@ def _workers_lines(by_broker: dict, out: Callable[[str], None]) -> None:
                 + (f"  entries in by worker {split[-1]}" if count > 1 and split else "")
                 + (f"  [error: {errors[0]}]" if errors else ""))
         out(f"ratio         2 workers / 1 worker {_num(workers.get('ratio_2_over_1'))} "
-            f"(whole span {_num(workers.get('ratio_2_over_1_whole_span'))})")
+            f"(whole span {_num(workers.get('ratio_2_over_1_whole_span'))}; at most "
+            f"{_num(_get(workers, 'workers_2', 'split_bound'))} with the partitions' split)")
 
 
 def _latency_lines(latency: dict, out: Callable[[str], None]) -> None:

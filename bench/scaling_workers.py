@@ -172,6 +172,10 @@ def run_group(broker: RunningBroker, input_topic: str, count: int, *, total: int
         "partitions_by_worker": [list(m.assigned) for m in members],
         "entries_in_before_last_assignment": watch.entries_in_then,
     }
+    if all(m.entries_in for m in members):
+        # the input's partitions are of unequal sizes: with unlimited cores, the run could be
+        # at most this much faster than one worker doing it all
+        result["split_bound"] = total / max(m.entries_in for m in members)
     if watch.error:
         result["error"] = watch.error[-1500:]
     if stats.records < 2 or stats.last_ms <= stats.first_ms:
@@ -215,6 +219,7 @@ def run(broker: RunningBroker, input_topic: str, *, total: int, rounds: int, wor
                 sum(r["worker_cpu_us_per_entry"]) for r in done
                 if None not in r["worker_cpu_us_per_entry"]]),
             "broker_cpu_us_per_entry": median([r.get("broker_cpu_us_per_entry") for r in done]),
+            "split_bound": median([r.get("split_bound") for r in done]),
             "rounds": runs[count],
         }
     for key, rate in (("ratio_2_over_1", "steady_entries_per_s"),

@@ -214,6 +214,7 @@ def test_sections_can_be_chosen_and_the_full_run_restarts_with_a_million_session
     full = cli.config_from(parse([]))
     assert full.recovery_sessions == 1_000_000
     assert all(full.wants(name) for name in cli.SECTIONS)
+    assert not cli.config_from(parse(["--quick"])).wants("workers")
     chosen = cli.config_from(parse(["--sections", "workers,recovery"]))
     assert chosen.wants("recovery") and not chosen.wants("e2e") and not chosen.wants("core")
     with pytest.raises(SystemExit):
@@ -226,7 +227,8 @@ def test_two_workers_are_reported_against_one_and_not_judged() -> None:
                 "worker_cpu_us_per_entry": cpu, "workers_cpu_us_per_entry": sum(cpu),
                 "broker_cpu_us_per_entry": 20.0, "rounds": []}
 
-    workers = {"workers_1": run(20_000.0, [40.0]), "workers_2": run(26_000.0, [27.0, 26.0]),
+    workers = {"workers_1": run(20_000.0, [40.0]),
+               "workers_2": {**run(26_000.0, [27.0, 26.0]), "split_bound": 1.57},
                "ratio_2_over_1": 1.3, "ratio_2_over_1_whole_span": 1.1}
     results = {"workers": {"kafka": workers}}
     (row,) = [row for row in targets(results) if "workers" in row["target"]]
@@ -234,7 +236,8 @@ def test_two_workers_are_reported_against_one_and_not_judged() -> None:
     assert "27 + 26 us" in row["note"]
     printed = table({**results, "targets": [row]})
     assert "reported     kafka: 2 workers in one group / 1 worker" in printed
-    assert "2 workers / 1 worker 1.30 (whole span 1.10)" in printed
+    assert "the partitions' split bounds it at 1.57x" in row["note"]
+    assert "2 workers / 1 worker 1.30 (whole span 1.10; at most 1.57" in printed
 
 
 def test_the_steady_rate_starts_after_the_last_assignment() -> None:
