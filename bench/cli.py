@@ -42,7 +42,7 @@ class Config:
     rounds: int = 3
     # entries of the untimed run every contender makes first, on each broker (0: none)
     warmup_entries: int = 10_000
-    recovery_sessions: int = 100_000
+    recovery_sessions: int = 1_000_000
     quix: str = "install"  # install (bench/.venv-quix on demand) | if-present | skip
     # e2e contenders to run, by name (empty: every one available)
     contenders: tuple[str, ...] = ()
@@ -52,12 +52,23 @@ class Config:
     # seconds of steady load per source in the source latency section (0: skipped)
     latency_seconds: float = 60.0
     quick: bool = False
+    # sections to run (SECTIONS); empty: every one
+    sections: tuple[str, ...] = ()
+
+    def wants(self, section: str) -> bool:
+        return not self.sections or section in self.sections
+
+
+# what --sections may name: the in-process ones, then those run on each broker
+SECTIONS = ("core", "e2e", "workers", "recovery", "latency", "profile")
 
 
 QUICK = Config(entries=5_000, repeats=2, scaling_sessions=50, scaling_length=20,
                idle_sessions=1_000, rss_sessions=10_000,
                rounds=1, warmup_entries=1_000, recovery_sessions=10_000, quix="skip", profile=False,
-               profile_entries=5_000, latency_seconds=10.0, quick=True)
+               profile_entries=5_000, latency_seconds=10.0, quick=True,
+               # 5k entries take two workers well under a second, the time their rebalance takes
+               sections=tuple(name for name in SECTIONS if name != "workers"))
 
 
 def _versions() -> dict:
@@ -177,8 +188,6 @@ def run_core(config: Config, log=print) -> dict:
 def run_brokers(config: Config, results: dict, workdir: Path, log=print) -> None:
     from bench import e2e
     from bench.procs import create, produce
-    from bench.profiling import normalize, worker_profile
-    from bench.recovery import recovery
     from stream.brokers import start_broker
 
     timings = results.setdefault("seconds", {})
@@ -203,25 +212,23 @@ def run_brokers(config: Config, results: dict, workdir: Path, log=print) -> None
             asyncio.run(produce(broker.bootstrap, input_topic, records))
             produce_s = time.perf_counter() - t0
             log(f"  produced {len(records):,} entries in {produce_s:.1f}s")
+            # without the e2e section, the worker's run warms Kafka's JVM for the others
             warmup = e2e.warm_up(broker, records[: config.warmup_entries],
-                                 contenders=contenders, workdir=workdir, log=log)
-            section = e2e.run_rounds(broker, input_topic, total=len(records),
-                                     contenders=contenders, rounds=config.rounds,
-                                     workdir=workdir, log=log)
-            section["produce_entries_per_s"] = len(records) / produce_s
-            section["warmup"] = warmup
-            section["quix"] = quix_note
-            section["quix_engine_build"] = quix_engine_build
-            if not quix:
-                section["quix_unavailable"] = quix_note
-            results["e2e"][kind] = section
-            results["recovery"][kind] = recovery(broker, config.recovery_sessions, workdir, log)
-            _source_latency(config, kind, broker, results, workdir=workdir, log=log)
-            if config.profile and kind == config.brokers[0]:
-                profile = worker_profile(broker, input_topic, len(records), workdir, log)
-                cpu = section["contenders"]["worker"].get("contender_cpu_us_per_entry")
-                normalize(profile, cpu)
-                results.setdefault("profile", {})["worker"] = profile
+                                 contenders=contenders if config.wants("e2e") else [e2e.WORKER],
+                                 workdir=workdir, log=log)
+            if config.wants("e2e"):
+                section = e2e.run_rounds(broker, input_topic, total=len(records),
+                                         contenders=contenders, rounds=config.rounds,
+                                         workdir=workdir, log=log)
+                section["produce_entries_per_s"] = len(records) / produce_s
+                section["warmup"] = warmup
+                section["quix"] = quix_note
+                if not quix:
+                    section["quix_unavailable"] = quix_note
+                section["quix_engine_build"] = quix_engine_build
+                results["e2e"][kind] = section
+            _after_e2e(config, kind, broker, results, input_topic=input_topic,
+                       total=len(records), workdir=workdir, log=log)
         finally:
             broker.stop()
         timings[f"broker_{kind}"] = time.perf_counter() - started
@@ -233,7 +240,7 @@ def _contenders(config: Config) -> tuple[list, str | None, str, str | None]:
     from bench import e2e
     from bench.procs import engine_build, quix_python
 
-    if config.quix == "skip":
+    if config.quix == "skip" or not config.wants("e2e"):
         quix, quix_note = None, "skipped (--quick or --no-quix)"
     else:
         quix, quix_note = quix_python(config.quix == "install")
@@ -246,6 +253,29 @@ def _contenders(config: Config) -> tuple[list, str | None, str, str | None]:
     if config.contenders:
         contenders = [c for c in contenders if c.name in config.contenders]
     return contenders, quix, quix_note, build
+
+
+def _after_e2e(config: Config, kind: str, broker, results: dict, *, input_topic: str,
+               total: int, workdir: Path, log) -> None:
+    """The sections after e2e on one broker: workers, recovery, source latency, profile."""
+    from bench import scaling_workers
+    from bench.profiling import normalize, worker_profile
+    from bench.recovery import recovery
+
+    if config.wants("workers"):
+        results.setdefault("workers", {})[kind] = scaling_workers.run(
+            broker, input_topic, total=total, rounds=config.rounds, workdir=workdir, log=log)
+    if config.wants("recovery"):
+        results["recovery"][kind] = recovery(broker, config.recovery_sessions, workdir, log)
+    if config.wants("latency"):
+        _source_latency(config, kind, broker, results, workdir=workdir, log=log)
+    # the profile's per-entry figures are shares of the e2e worker's unprofiled CPU
+    if config.profile and config.wants("profile") and config.wants("e2e") \
+            and kind == config.brokers[0]:
+        profile = worker_profile(broker, input_topic, total, workdir, log)
+        normalize(profile, results["e2e"][kind]["contenders"]["worker"].get(
+            "contender_cpu_us_per_entry"))
+        results.setdefault("profile", {})["worker"] = profile
 
 
 def _source_latency(config: Config, kind: str, broker, results: dict, *, workdir: Path,
@@ -281,6 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--contenders", type=lambda text: tuple(text.split(",")),
                         help="e2e contenders to run, comma-separated (worker, raw_aiokafka, "
                              "naive_faust, quix, quix_engine, raw_confluent; default all)")
+    parser.add_argument("--sections", type=lambda text: tuple(text.split(",")),
+                        help=f"only these sections, comma-separated, of: {','.join(SECTIONS)}")
     return parser
 
 
@@ -308,6 +340,12 @@ def config_from(args: argparse.Namespace) -> Config:
         changes["quix"] = "skip"
     if args.contenders:
         changes["contenders"] = args.contenders
+    if args.sections:
+        unknown = set(args.sections) - set(SECTIONS)
+        if unknown:
+            raise SystemExit(f"--sections: unknown {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(SECTIONS)}")
+        changes["sections"] = args.sections
     return replace(config, **changes)
 
 
@@ -328,7 +366,8 @@ def run(config: Config, out: Path, command: str = "python -m bench", log=None) -
         "git": _git(),
         "config": asdict(config),
     }}
-    results.update(run_core(config, log))
+    if config.wants("core"):
+        results.update(run_core(config, log))
     if config.e2e:
         workdir = Path(tempfile.mkdtemp(prefix="session-stream-bench-"))
         try:
@@ -341,6 +380,7 @@ def run(config: Config, out: Path, command: str = "python -m bench", log=None) -
     else:
         results["e2e"] = {"skipped": "--skip-e2e"}
         results["recovery"] = {"skipped": "--skip-e2e"}
+        results["workers"] = {"skipped": "--skip-e2e"}
         results["source_latency"] = {"skipped": "--skip-e2e"}
     results["targets"] = targets(results)
     results["meta"]["seconds_total"] = time.perf_counter() - started

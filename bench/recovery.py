@@ -128,7 +128,7 @@ def recovery(broker: RunningBroker, sessions: int, workdir: Path, log) -> dict:
         log(f"  recovery {broker.kind}: restarting")
         timing = asyncio.run(_time_restart(
             broker, second, port=settings.web_port, clean_topic=settings.clean_topic,
-            input_topic=input_topic, ends=ends, timeout=180.0))
+            input_topic=input_topic, ends=ends, timeout=60.0 + sessions / 5000))
         after = http_json(settings.web_port, "/stats")
     finally:
         second.stop()

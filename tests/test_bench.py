@@ -13,8 +13,10 @@ import orjson
 import pytest
 
 from bench import cli, core
+from bench.procs import Child, OutputStats
 from bench.profiling import categorize, parse_collapsed, summarize_samples
 from bench.report import table, targets
+from bench.scaling_workers import _Member, _rates, _Watch
 from bench.workload import Synthetic, corpus_replay
 
 TINY = replace(
@@ -205,6 +207,56 @@ def test_the_command_line_defaults() -> None:
 def test_the_warm_up_can_be_sized_or_left_out() -> None:
     assert cli.config_from(cli.build_parser().parse_args([])).warmup_entries == 10_000
     assert cli.config_from(cli.build_parser().parse_args(["--warmup", "0"])).warmup_entries == 0
+
+
+def test_sections_can_be_chosen_and_the_full_run_restarts_with_a_million_sessions() -> None:
+    parse = cli.build_parser().parse_args
+    full = cli.config_from(parse([]))
+    assert full.recovery_sessions == 1_000_000
+    assert all(full.wants(name) for name in cli.SECTIONS)
+    assert not cli.config_from(parse(["--quick"])).wants("workers")
+    chosen = cli.config_from(parse(["--sections", "workers,recovery"]))
+    assert chosen.wants("recovery") and not chosen.wants("e2e") and not chosen.wants("core")
+    with pytest.raises(SystemExit):
+        cli.config_from(parse(["--sections", "workers,nonsense"]))
+
+
+def test_two_workers_are_reported_against_one_and_not_judged() -> None:
+    def run(rate: float, cpu: list[float]) -> dict:
+        return {"steady_entries_per_s": rate, "entries_per_s": rate,
+                "worker_cpu_us_per_entry": cpu, "workers_cpu_us_per_entry": sum(cpu),
+                "broker_cpu_us_per_entry": 20.0, "rounds": []}
+
+    workers = {"workers_1": run(20_000.0, [40.0]),
+               "workers_2": {**run(26_000.0, [27.0, 26.0]), "split_bound": 1.57},
+               "ratio_2_over_1": 1.3, "ratio_2_over_1_whole_span": 1.1}
+    results = {"workers": {"kafka": workers}}
+    (row,) = [row for row in targets(results) if "workers" in row["target"]]
+    assert row["value"] == 1.3 and row["met"] is None
+    assert "27 + 26 us" in row["note"]
+    printed = table({**results, "targets": [row]})
+    assert "reported     kafka: 2 workers in one group / 1 worker" in printed
+    assert "the partitions' split bounds it at 1.57x" in row["note"]
+    assert "2 workers / 1 worker 1.30 (whole span 1.10; at most 1.57" in printed
+
+
+def test_the_steady_rate_starts_after_the_last_assignment() -> None:
+    stats = OutputStats()
+    for ms in (1_000, 2_000, 3_000, 5_000, 7_000):
+        stats.add(ms, "clean")
+    members = [_Member(Child("w", [], Path("w.log")), 0, cpu=[(0.0, 0.0), (10.0, 1.0)])]
+    # the assignment last changed at 2.5 s, when 400 of the 1,000 entries were in
+    moved = _Watch(settled_at=2.5, entries_in_then=400, broker_cpu=[(0.0, 0.0), (10.0, 2.0)])
+    result: dict = {}
+    _rates(result, stats, moved, members, total=1_000)
+    assert result["entries_per_s"] == pytest.approx(1_000 / 6.0)
+    assert result["steady_span_s"] == pytest.approx(4.0)  # from the output at 3 s to 7 s
+    assert result["steady_entries_per_s"] == pytest.approx(600 / 4.0)
+    assert result["worker_cpu_us_per_entry"] == [pytest.approx(1e6 * 0.4 / 600)]
+    # nothing taken in before the last change: the whole span, as in the e2e section
+    still: dict = {}
+    _rates(still, stats, _Watch(settled_at=2.5), members, total=1_000)
+    assert still["steady_entries_per_s"] == still["entries_per_s"]
 
 
 def test_each_source_is_judged_against_its_own_latency_and_idle_targets() -> None:

@@ -54,6 +54,12 @@ TOUCH_POINTS: Final = (
     TouchPoint("Consumer.getmany (overridden by the lane)", FAUST, "0.15.3",
                "Faust's fetcher still takes every record through it, after its own read-offset "
                "and gap bookkeeping, and cancels it to stop"),
+    TouchPoint("Consumer._wait_next_records (overridden by the lane)", FAUST, "0.15.3",
+               "it still returns a fetch as a dict of lists of aiokafka records per partition, "
+               "with the partitions getmany hands on (None: all), and getmany still takes no "
+               "record of a fetch while the flow is stopped"),
+    TouchPoint("Consumer._buffered_partitions", FAUST, "0.15.3",
+               "getmany still hands on the records of these partitions as of active ones"),
     TouchPoint("Transport.Consumer (replaced)", FAUST, "0.15.3",
                "the transport still makes its consumer from this class attribute"),
     TouchPoint("Consumer._new_consumer_thread (overridden)", FAUST, "0.15.3",
@@ -99,6 +105,11 @@ def unacked_messages(consumer: Any) -> MutableSet[Any]:
 async def add_gap(consumer: Any, tp: Any, first: int, last: int) -> None:
     """Offsets `first`..`last` (inclusive) will never be delivered: commits may pass them."""
     await consumer._add_gap(tp, first, last)
+
+
+def buffered(consumer: Any, tp: Any) -> bool:
+    """Whether getmany hands on `tp`'s records though it is not among the active partitions."""
+    return tp in consumer._buffered_partitions
 
 
 def committed_offset(consumer: Any, tp: Any) -> int | None:
@@ -158,8 +169,9 @@ class _Change:
 @cache
 def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
     """Faust's aiokafka transport, making a `consumer_class` (a subclass of Faust's aiokafka
-    Consumer) whose aiokafka consumer holds a fetch `fetch_max_wait_ms` at most. An app
-    takes it through its public `transport` setter.
+    Consumer) whose aiokafka consumer holds a fetch `fetch_max_wait_ms` at most, and whose
+    `restore_fetch(records, active partitions)` sees every fetch before Faust's getmany loop
+    does. An app takes it through its public `transport` setter.
 
     Faust asks brokers to hold a fetch up to 1.5 s for new data, and aiokafka sends a broker
     no fetch while one is in flight: one partition at its end (an idle session, a small
@@ -177,6 +189,13 @@ def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
     class Consumer(consumer_class):  # type: ignore[valid-type, misc]
         def _new_consumer_thread(self) -> Any:
             return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+        async def _wait_next_records(self, timeout: float) -> tuple[Any, Any]:
+            records, active = await super()._wait_next_records(timeout)
+            # what Faust's getmany checks before it takes any record of the fetch
+            if records and self.flow_active and not self.should_stop:
+                self.restore_fetch(records, active)
+            return records, active
 
     class Transport(driver.Transport):
         pass

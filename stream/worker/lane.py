@@ -173,6 +173,24 @@ class LaneConsumer(faust_aiokafka.Consumer):
             internals.mark_inbound(self.app, {m.tp for m in batch}, time.monotonic())
             await lanes[topic](batch)
 
+    def restore_fetch(self, records: dict[TP, list[Any]], active: set[TP] | None) -> None:
+        """Apply a fetch's changelog records of the tables restored in batches (`_restore`)
+        before Faust's fetch loop sees them (`internals.lane_transport` hands it every fetch),
+        leaving it the last of each partition's.
+
+        That loop makes a Message of every record and asks for its partition's highwater on
+        the way, which was most of a restart's time with a million sessions (two changelog
+        records each; docs/performance.md). The partitions it skips, it skips here too.
+        """
+        app = self._lane_app()
+        for tp, fetched in list(records.items()):
+            if tp.topic not in app.restored_tables or len(fetched) < 2:
+                continue
+            if active is not None and tp not in active and not internals.buffered(self, tp):
+                continue
+            app.refuse_too_new(tp, fetched)
+            records[tp] = self._restore(tp, fetched)
+
     def _restore(self, tp: TP, messages: list[Message]) -> list[Message]:
         """Apply a fetch of changelog records to their table at once, but for the last,
         which is returned to take Faust's path, so Faust's recovery sees the partition's

@@ -122,3 +122,31 @@ def test_untracked_partitions_and_single_records_are_left_to_faust():
     assert [m.offset for m in lane._restore(OTHER, records(OTHER, range(0, 3)))] == [0, 1, 2]
     assert [m.offset for m in lane._restore(ACTIVE, records(ACTIVE, range(0, 1)))] == [0]
     assert recovery.table.batches == [] and recovery.flushes == 0
+
+
+def test_a_fetch_is_restored_before_faust_takes_it_record_by_record():
+    recovery = FakeRecovery(FakeTable())
+    lane = consumer(recovery)
+    checked: list[TP] = []
+    app = SimpleNamespace(tables=lane.app.tables, restored_tables={ACTIVE.topic},
+                          refuse_too_new=lambda tp, messages: checked.append(tp))
+    lane.app = app
+    lane._lane_app = lambda: app
+    lane._buffered_partitions = set()
+    lane_tp = TP("app-input", 0)
+    fetch = {ACTIVE: records(ACTIVE, range(0, 5)), STANDBY: records(STANDBY, range(0, 3)),
+             lane_tp: records(lane_tp, range(0, 3))}
+
+    lane.restore_fetch(fetch, {ACTIVE, lane_tp})
+
+    # applied at once but for the last, which Faust's own path takes
+    assert recovery.table.batches == [[0, 1, 2, 3]]
+    assert [m.offset for m in fetch[ACTIVE]] == [4]
+    assert checked == [ACTIVE]
+    # a partition Faust's loop would skip (not active, not buffered), and a lane topic's
+    assert [m.offset for m in fetch[STANDBY]] == [0, 1, 2]
+    assert [m.offset for m in fetch[lane_tp]] == [0, 1, 2]
+
+    lane._buffered_partitions = {STANDBY}
+    lane.restore_fetch(fetch, {ACTIVE, lane_tp})
+    assert recovery.table.batches[-1] == [0, 1]
