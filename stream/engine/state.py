@@ -55,9 +55,9 @@ class SessionState:
     last_id: str | None = None
     prev_id: str | None = None
     prev_text_hash: int = 0
-    prev_model_hash: int = 0
+    prev_model_hash: int = 0  # 0 unless prev_thinking: nothing reads it then
     prev_thinking: bool = False
-    prev_usage_hash: int = 0
+    prev_usage_hash: int = 0  # 0 unless prev_thinking, as prev_model_hash
     reply_id: str | None = None
     reply_thinking: bool = False
     reply_error: bool = False
