@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, fields
-from typing import Final, Protocol
+from typing import Final
 
 from stream.engine.text import digest64
 
@@ -168,20 +168,27 @@ def source_hash(origin: int, position: int) -> int:
     return (origin ^ (position * 0x9E3779B97F4A7C15)) & 0xFFFF_FFFF_FFFF_FFFF
 
 
-class Memory(Protocol):
+class Memory:
     """What a session remembers beyond its current turn, keyed by short namespaced strings.
 
     Values are small JSON-serializable lists whose first item is the `seq` at which they
     were written; the engine ignores values older than its window, so an implementation may
     drop them whenever it likes and still give the same results.
+
+    A base class rather than a Protocol: compiled, the engine's reads and writes (a few per
+    entry) are then direct calls of the subclass's methods, not Python method calls.
     """
 
-    def get(self, key: str) -> list | None: ...
+    __slots__ = ()
 
-    def put(self, key: str, value: list) -> None: ...
+    def get(self, key: str) -> list | None:
+        raise NotImplementedError
+
+    def put(self, key: str, value: list) -> None:
+        raise NotImplementedError
 
 
-class DictMemory:
+class DictMemory(Memory):
     """The in-process memory: a dict pruned of out-of-window values as it grows."""
 
     def __init__(self, window: int) -> None:
