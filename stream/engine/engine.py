@@ -93,12 +93,14 @@ class Engine:
             if drop.rule is not identity.REDELIVERY:
                 ctx.remember(
                     entry.record_key,
-                    entry.fingerprint,
-                    ctx.source_hash,
-                    drop.rule.name,
-                    drop.related,
-                    tree.stand_in(ctx, drop),
-                    None,
+                    [
+                        entry.fingerprint,
+                        ctx.source_hash,
+                        drop.rule.name,
+                        drop.related,
+                        tree.stand_in(ctx, drop),
+                        None,
+                    ],
                 )
             drop_alert(ctx, drop)
             return Verdict(Action.DROPPED, drop_rule=drop.rule.name)
@@ -142,17 +144,19 @@ class Engine:
             # A mirror may name this reply later, or hang below it once the branch moved.
             ctx.remember(
                 entry.record_key,
-                entry.fingerprint,
-                ctx.source_hash,
-                None,
-                beside,
-                None,
-                None,
-                entry.reply_text_hash,
+                [
+                    entry.fingerprint,
+                    ctx.source_hash,
+                    None,
+                    beside,
+                    None,
+                    None,
+                    entry.reply_text_hash,
+                ],
             )
         else:
             ctx.remember(
-                entry.record_key, entry.fingerprint, ctx.source_hash, None, beside, None, None
+                entry.record_key, [entry.fingerprint, ctx.source_hash, None, beside, None, None]
             )
         payload.index_kept(ctx)
         _advance_turn(ctx)

@@ -102,10 +102,10 @@ class KeyUse:
                 related=self.collides_with,
             )
         if self.identity is not None:
-            ctx.remember(self.identity, entry.id)
-        ctx.remember(self.slot, self.fingerprint, entry.id)
+            ctx.remember(self.identity, [entry.id])
+        ctx.remember(self.slot, [self.fingerprint, entry.id])
         if entry.role == "user":
-            ctx.remember(_OPENER, self.fingerprint, entry.id, _is_codex_prompt(self.key))
+            ctx.remember(_OPENER, [self.fingerprint, entry.id, _is_codex_prompt(self.key)])
 
 
 def find(ctx: Context) -> Drop | None:

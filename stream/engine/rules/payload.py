@@ -98,7 +98,7 @@ def index_kept(ctx: Context) -> None:
     """A kept user message or compaction: what a copy of it would be compared with."""
     entry = ctx.entry
     if _indexed(entry):
-        ctx.remember(f"p:{entry.payload_digest:x}", entry.id, _boundary(entry))
+        ctx.remember(f"p:{entry.payload_digest:x}", [entry.id, _boundary(entry)])
 
 
 PERSISTED_TWICE: Final[DropRule] = DropRule(

@@ -97,7 +97,7 @@ def _first_root(ctx: Context) -> str | None:
 def note_root(ctx: Context) -> None:
     """Remember a kept parentless entry as the root, unless the session has one."""
     if ctx.entry.parent_id is None and ctx.recall(_ROOT) is None:
-        ctx.remember(_ROOT, ctx.entry.id)
+        ctx.remember(_ROOT, [ctx.entry.id])
 
 
 def stand_in(ctx: Context, drop: Drop) -> str | None:
