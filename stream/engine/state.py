@@ -8,7 +8,6 @@ grows with the session (seen entry ids, idempotency keys, tool call ids) lives i
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field, fields
 from typing import Final
 
@@ -156,10 +155,19 @@ _FIELD_NAMES = tuple(f.name for f in fields(SessionState))
 _DEFAULTS = [getattr(SessionState(), name) for name in _FIELD_NAMES]
 
 
-@functools.lru_cache(maxsize=4096)
+# Origins are few (a file, a topic partition), so their digests are cached: in a plain dict,
+# emptied when full, which compiled is a lookup where an lru_cache was a Python call.
+_ORIGIN_DIGESTS: Final[dict[str, int]] = {}
+_MAX_ORIGINS: Final = 4096
+
+
 def origin_digest(origin: str) -> int:
-    """Origins are few (a file, a topic partition), so their digests are cached."""
-    return digest64(origin.encode())
+    digest = _ORIGIN_DIGESTS.get(origin)
+    if digest is None:
+        if len(_ORIGIN_DIGESTS) >= _MAX_ORIGINS:
+            _ORIGIN_DIGESTS.clear()
+        digest = _ORIGIN_DIGESTS[origin] = digest64(origin.encode())
+    return digest
 
 
 def source_hash(origin: int, position: int) -> int:
