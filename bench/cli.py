@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
-from bench import core, source_engine
+from bench import core, offline_clean, source_engine
 from bench.report import GIB, table, targets
 from bench.workload import Synthetic, corpus_replay
 
@@ -154,6 +154,9 @@ def run_core(config: Config, log=print) -> dict:
     results["parse_floor"], results["engine"] = core.parse_and_engine(workload, config.repeats)
     results["batch_path"] = core.batch_path(workload, config.repeats, results["engine"])
     timings["engine"] = time.perf_counter() - started
+    log("clean against read, parse and write")
+    results["clean"] = offline_clean.clean_vs_floor(config.repeats)
+    timings["clean"] = time.perf_counter() - started - sum(timings.values())
     log("scaling")
     results["scaling"] = core.scaling(config.scaling_sessions, config.scaling_length,
                                       config.repeats, synthetic)

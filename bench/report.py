@@ -29,6 +29,8 @@ def targets(results: dict) -> list[dict]:
                      "note": note})
 
     add("engine / parse floor (entries/s)", _get(results, "engine", "ratio_to_parse"), ">=", 0.5)
+    add("clean / read, parse and write the same files",
+        _get(results, "clean", "ratio_to_floor"), ">=", 0.6)
     add("per-entry cost, 10x sessions / base",
         _get(results, "scaling", "more_sessions", "ratio_to_base"), "<=", 1.3)
     add("per-entry cost, 10x longer sessions / base",
@@ -184,6 +186,11 @@ def _engine_lines(results: dict, out: Callable[[str], None]) -> None:
         out(f"worker batch  {_num(batch.get('us_per_entry'))} us/entry: engine, tables and "
             f"outputs without a broker, {_num(batch.get('us_beyond_engine'))} us beyond the "
             f"engine")
+    offline = results.get("clean") or {}
+    if offline:
+        out(f"clean         {_num(offline.get('clean_us_per_entry'))} us/entry against "
+            f"{_num(offline.get('floor_us_per_entry'))} to read, parse and write "
+            f"{_num(offline.get('files'))} files: ratio {_num(offline.get('ratio_to_floor'), 3)}")
     source = results.get("engine_source") or {}
     if "engine" in source:
         out(f"  its source  {_num(_get(source, 'engine', 'us_per_entry'))} us/entry  ratio to "

@@ -38,8 +38,8 @@ def results(tmp_path_factory) -> dict:
 
 
 def test_the_results_file_has_every_section(results: dict) -> None:
-    for section in ("meta", "workload", "parse_floor", "engine", "batch_path", "scaling", "state",
-                    "e2e", "recovery", "profile", "targets"):
+    for section in ("meta", "workload", "parse_floor", "engine", "batch_path", "clean", "scaling",
+                    "state", "e2e", "recovery", "profile", "targets"):
         assert section in results, section
     assert results["e2e"] == {"skipped": "--skip-e2e"}
     assert results["meta"]["config"]["entries"] == 600
@@ -63,6 +63,15 @@ def test_the_batch_path_is_measured_over_the_same_entries_as_the_engine(results:
     assert batch["us_beyond_engine"] == pytest.approx(
         batch["us_per_entry"] - engine["us_per_entry"])
     assert "worker batch" in table(results)
+
+
+def test_clean_is_measured_against_reading_parsing_and_writing_the_same_files(
+        results: dict) -> None:
+    offline = results["clean"]
+    assert offline["files"] > 1 and offline["entries"] > 1000
+    assert offline["ratio_to_floor"] == pytest.approx(
+        offline["floor_seconds"] / offline["clean_seconds"])
+    assert any(row["target"].startswith("clean /") for row in results["targets"])
 
 
 def test_scaling_compares_equal_entry_counts(results: dict) -> None:

@@ -93,8 +93,11 @@ class Context:
             self.parent_read = True
         return self.parent_value
 
-    def remember(self, key: str, *values: object) -> None:
-        self.session.memory.put(key, [self.state.seq, *values])
+    def remember(self, key: str, values: list) -> None:
+        """Store `values` under `key`, the current seq first (in place: a function of
+        variable arguments is a Python call, compiled or not)."""
+        values.insert(0, self.state.seq)
+        self.session.memory.put(key, values)
 
     def _with_snippet(self, evidence: dict, entry_id: str | None) -> dict:
         length = self.limits.snippet_chars

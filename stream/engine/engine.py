@@ -93,12 +93,14 @@ class Engine:
             if drop.rule is not identity.REDELIVERY:
                 ctx.remember(
                     entry.record_key,
-                    entry.fingerprint,
-                    ctx.source_hash,
-                    drop.rule.name,
-                    drop.related,
-                    tree.stand_in(ctx, drop),
-                    None,
+                    [
+                        entry.fingerprint,
+                        ctx.source_hash,
+                        drop.rule.name,
+                        drop.related,
+                        tree.stand_in(ctx, drop),
+                        None,
+                    ],
                 )
             drop_alert(ctx, drop)
             return Verdict(Action.DROPPED, drop_rule=drop.rule.name)
@@ -142,17 +144,19 @@ class Engine:
             # A mirror may name this reply later, or hang below it once the branch moved.
             ctx.remember(
                 entry.record_key,
-                entry.fingerprint,
-                ctx.source_hash,
-                None,
-                beside,
-                None,
-                None,
-                entry.reply_text_hash,
+                [
+                    entry.fingerprint,
+                    ctx.source_hash,
+                    None,
+                    beside,
+                    None,
+                    None,
+                    entry.reply_text_hash,
+                ],
             )
         else:
             ctx.remember(
-                entry.record_key, entry.fingerprint, ctx.source_hash, None, beside, None, None
+                entry.record_key, [entry.fingerprint, ctx.source_hash, None, beside, None, None]
             )
         payload.index_kept(ctx)
         _advance_turn(ctx)
@@ -239,9 +243,13 @@ def _advance_turn(ctx: Context) -> None:
             state.parts_count += 1
     state.prev_id = entry.id
     state.prev_text_hash = entry.text_hash
-    state.prev_model_hash = repetition.model_hash(entry)
-    state.prev_thinking = entry.has_thinking
-    state.prev_usage_hash = entry.usage_hash
+    # The model and usage of a reply are compared only with what follows a reply that thought
+    # (rules 5 and 6 read them after `prev_thinking`): hashing them for every reply cost more
+    # than the turn's other fields together.
+    thought = entry.has_thinking
+    state.prev_thinking = thought
+    state.prev_model_hash = repetition.model_hash(entry) if thought else 0
+    state.prev_usage_hash = entry.usage_hash if thought else 0
     state.prev_plain = entry.is_text_only and not entry.is_mirror
 
 

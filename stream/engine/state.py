@@ -8,9 +8,8 @@ grows with the session (seen entry ids, idempotency keys, tool call ids) lives i
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field, fields
-from typing import Final, Protocol
+from typing import Final
 
 from stream.engine.text import digest64
 
@@ -55,9 +54,9 @@ class SessionState:
     last_id: str | None = None
     prev_id: str | None = None
     prev_text_hash: int = 0
-    prev_model_hash: int = 0
+    prev_model_hash: int = 0  # 0 unless prev_thinking: nothing reads it then
     prev_thinking: bool = False
-    prev_usage_hash: int = 0
+    prev_usage_hash: int = 0  # 0 unless prev_thinking, as prev_model_hash
     reply_id: str | None = None
     reply_thinking: bool = False
     reply_error: bool = False
@@ -156,10 +155,19 @@ _FIELD_NAMES = tuple(f.name for f in fields(SessionState))
 _DEFAULTS = [getattr(SessionState(), name) for name in _FIELD_NAMES]
 
 
-@functools.lru_cache(maxsize=4096)
+# Origins are few (a file, a topic partition), so their digests are cached: in a plain dict,
+# emptied when full, which compiled is a lookup where an lru_cache was a Python call.
+_ORIGIN_DIGESTS: Final[dict[str, int]] = {}
+_MAX_ORIGINS: Final = 4096
+
+
 def origin_digest(origin: str) -> int:
-    """Origins are few (a file, a topic partition), so their digests are cached."""
-    return digest64(origin.encode())
+    digest = _ORIGIN_DIGESTS.get(origin)
+    if digest is None:
+        if len(_ORIGIN_DIGESTS) >= _MAX_ORIGINS:
+            _ORIGIN_DIGESTS.clear()
+        digest = _ORIGIN_DIGESTS[origin] = digest64(origin.encode())
+    return digest
 
 
 def source_hash(origin: int, position: int) -> int:
@@ -168,20 +176,27 @@ def source_hash(origin: int, position: int) -> int:
     return (origin ^ (position * 0x9E3779B97F4A7C15)) & 0xFFFF_FFFF_FFFF_FFFF
 
 
-class Memory(Protocol):
+class Memory:
     """What a session remembers beyond its current turn, keyed by short namespaced strings.
 
     Values are small JSON-serializable lists whose first item is the `seq` at which they
     were written; the engine ignores values older than its window, so an implementation may
     drop them whenever it likes and still give the same results.
+
+    A base class rather than a Protocol: compiled, the engine's reads and writes (a few per
+    entry) are then direct calls of the subclass's methods, not Python method calls.
     """
 
-    def get(self, key: str) -> list | None: ...
+    __slots__ = ()
 
-    def put(self, key: str, value: list) -> None: ...
+    def get(self, key: str) -> list | None:
+        raise NotImplementedError
+
+    def put(self, key: str, value: list) -> None:
+        raise NotImplementedError
 
 
-class DictMemory:
+class DictMemory(Memory):
     """The in-process memory: a dict pruned of out-of-window values as it grows."""
 
     def __init__(self, window: int) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from stream.engine import DeadLetter, Engine, KafkaSource, Session, SessionState, Verdict
+from stream.engine import DeadLetter, Engine, KafkaSource, Memory, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
 from stream.engine.tally import Tally
 from stream.settings import Settings
@@ -77,7 +77,7 @@ class OutRecord:
         self.headers = headers
 
 
-class BatchMemory:
+class BatchMemory(Memory):
     """A session's memory during one batch: reads through to the store, buffers writes."""
 
     __slots__ = ("_session_id", "_store", "writes")

@@ -1,7 +1,7 @@
 """Every drop rule, grouped by the evidence a copy leaves, in the order they are tried.
 
-A new rule goes into the module of the evidence it reads (a rule is a function in that
-module's `CHECKS`, its `DropRule` in its `RULES`, both at the place it is tried):
+A new rule goes into the module of the evidence it reads (a rule is a function that module's
+`find` calls, its `DropRule` in its `RULES`, both at the place it is tried):
 
 - `keys`: the same input delivered twice (an idempotency key, OpenClaw's key grammar);
 - `payload`: the same message persisted twice (its payload byte for byte, where it hangs);

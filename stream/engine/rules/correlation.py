@@ -3,20 +3,19 @@ of what it delivered (`openclawDeliveryMirror.sourceAssistantMessageId`, a send 
 reply its `parentId` names); what it is compared with follows from that. Rules 3 and 3a, and
 detection 16.
 
-A rule of this evidence is a function `(ctx) -> Drop | None` in `CHECKS`, tried in order on a
+A rule of this evidence is a function `(ctx) -> Drop | None` that `find` tries in order on a
 mirror with text (the only entries this evidence judges); its `DropRule` goes into `RULES` at
 the same place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from stream.engine.context import Context
 from stream.engine.entry import record_key
 from stream.engine.records import Severity
-from stream.engine.rules.drops import Drop, DropRule, first_drop, text_evidence
+from stream.engine.rules.drops import Drop, DropRule, text_evidence
 from stream.engine.rules.tree import E_REPLY_TEXT, E_RULE, output_parent
 
 DELIVERY_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
@@ -153,11 +152,7 @@ def find(ctx: Context) -> Drop | None:
     entry = ctx.entry
     if entry.role != "assistant" or not entry.is_mirror or not entry.text_hash:
         return None
-    return first_drop(ctx, CHECKS)
+    return delivery_mirror_duplicate(ctx) or silent_turn_replay(ctx)
 
 
-CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (
-    delivery_mirror_duplicate,
-    silent_turn_replay,
-)
 RULES: Final[tuple[DropRule, ...]] = (DELIVERY_MIRROR_DUPLICATE, SILENT_TURN_REPLAY)

@@ -43,12 +43,3 @@ def drop_alert(ctx: Context, drop: Drop) -> Alert:
 
 def text_evidence(entry: Entry) -> dict:
     return {"text_hash": f"{entry.text_hash:016x}", "role": entry.role}
-
-
-def first_drop(ctx: Context, checks: tuple[Callable[[Context], Drop | None], ...]) -> Drop | None:
-    """The drop of the first check, in its evidence's order, that finds the entry a copy."""
-    for check in checks:
-        drop = check(ctx)
-        if drop is not None:
-            return drop
-    return None

@@ -55,7 +55,7 @@ def redelivery(ctx: Context, record: list | None) -> Drop | None:
         related=ctx.entry.id,
     )
     if version is None:
-        ctx.remember(version_key, ctx.source_hash)
+        ctx.remember(version_key, [ctx.source_hash])
     return None
 
 

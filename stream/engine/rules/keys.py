@@ -2,15 +2,14 @@
 gave the input (`idempotencyKey`, or `__openclaw.idempotencyKey`); OpenClaw's key grammar says
 which keys name one delivery. Rules 2 and 2a.
 
-A rule of this evidence is a function `(ctx, key_use) -> Drop | None` in `KEYED_CHECKS`,
-tried in order once the message's own key found no earlier message with its content; its
+A rule of this evidence is a function `(ctx, key_use) -> Drop | None` that `find` tries in
+order once the message's own key found no earlier message with its content; its
 `DropRule` goes into `RULES` at the same place.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -102,10 +101,10 @@ class KeyUse:
                 related=self.collides_with,
             )
         if self.identity is not None:
-            ctx.remember(self.identity, entry.id)
-        ctx.remember(self.slot, self.fingerprint, entry.id)
+            ctx.remember(self.identity, [entry.id])
+        ctx.remember(self.slot, [self.fingerprint, entry.id])
         if entry.role == "user":
-            ctx.remember(_OPENER, self.fingerprint, entry.id, _is_codex_prompt(self.key))
+            ctx.remember(_OPENER, [self.fingerprint, entry.id, _is_codex_prompt(self.key)])
 
 
 def find(ctx: Context) -> Drop | None:
@@ -115,11 +114,7 @@ def find(ctx: Context) -> Drop | None:
     if replayed is None or isinstance(replayed, Drop):
         return replayed
     ctx.key_use = replayed
-    for check in KEYED_CHECKS:
-        drop = check(ctx, replayed)
-        if drop is not None:
-            return drop
-    return None
+    return announce_retry(ctx, replayed) or codex_prompt_mirror(ctx, replayed)
 
 
 def idempotent_replay(ctx: Context) -> Drop | KeyUse | None:
@@ -209,10 +204,6 @@ def _note_positional_keys(ctx: Context, key: str) -> None:
     )
 
 
-KEYED_CHECKS: Final[tuple[Callable[[Context, KeyUse], Drop | None], ...]] = (
-    announce_retry,
-    codex_prompt_mirror,
-)
 RULES: Final[tuple[DropRule, ...]] = (
     IDEMPOTENT_REPLAY,
     ANNOUNCE_RETRY_DUPLICATE,

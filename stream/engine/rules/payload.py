@@ -3,7 +3,7 @@
 new id; where it hangs says whether a genuine second message could carry that payload. Rules 2b
 and 2c.
 
-A rule of this evidence is a function `(ctx) -> Drop | None` in `CHECKS`, tried in order; its
+A rule of this evidence is a function `(ctx) -> Drop | None` that `find` tries in order; its
 `DropRule` goes into `RULES` at the same place.
 
 Rule 2b, an entry re-appended under a new id where a rewrite put its copy:
@@ -22,13 +22,12 @@ original's. The copy then stands in for the original: what hangs below it is re-
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from stream.engine.context import Context
 from stream.engine.entry import Entry, payload_of, record_key
 from stream.engine.records import Severity
-from stream.engine.rules.drops import Drop, DropRule, first_drop
+from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.rules.tree import E_FP, E_RULE, chain_original
 
 REWRITE_COPY: Final[DropRule] = DropRule(
@@ -98,7 +97,7 @@ def index_kept(ctx: Context) -> None:
     """A kept user message or compaction: what a copy of it would be compared with."""
     entry = ctx.entry
     if _indexed(entry):
-        ctx.remember(f"p:{entry.payload_digest:x}", entry.id, _boundary(entry))
+        ctx.remember(f"p:{entry.payload_digest:x}", [entry.id, _boundary(entry)])
 
 
 PERSISTED_TWICE: Final[DropRule] = DropRule(
@@ -131,12 +130,7 @@ def persisted_twice(ctx: Context) -> Drop | None:
 
 def find(ctx: Context) -> Drop | None:
     """The first rule that finds the entry's payload persisted before."""
-    return first_drop(ctx, CHECKS)
+    return rewrite_copy(ctx) or persisted_copy(ctx) or persisted_twice(ctx)
 
 
-CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (
-    rewrite_copy,
-    persisted_copy,
-    persisted_twice,
-)
 RULES: Final[tuple[DropRule, ...]] = (REWRITE_COPY, PERSISTED_COPY, PERSISTED_TWICE)

@@ -5,19 +5,18 @@ under the reply's provider), the copy's final text equals the reply's. Rules 4-6
 
 Each rule compares hashes of normalized text with the turn state, never fires on empty
 text, and returns the id of the entry the duplicate repeats. A rule of this evidence is a
-function `(ctx) -> Drop | None` in `CHECKS`, tried in order on a model reply with text; its
+function `(ctx) -> Drop | None` that `find` tries in order on a model reply with text; its
 `DropRule` goes into `RULES` at the same place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from stream.engine.context import Context
 from stream.engine.entry import Entry
 from stream.engine.records import Severity
-from stream.engine.rules.drops import Drop, DropRule, first_drop, text_evidence
+from stream.engine.rules.drops import Drop, DropRule, text_evidence
 from stream.engine.rules.tree import answers_turn_opener, kept_ancestor
 from stream.engine.state import ASSISTANT
 from stream.engine.text import digest64
@@ -184,16 +183,15 @@ def find(ctx: Context) -> Drop | None:
     entry = ctx.entry
     if entry.role != "assistant" or entry.is_mirror or not entry.text_hash:
         return None
-    return first_drop(ctx, CHECKS)
+    return (
+        cli_mirror_duplicate(ctx)
+        or cli_aggregate_duplicate(ctx)
+        or cli_reimport_duplicate(ctx)
+        or cleaned_child_duplicate(ctx)
+        or mistagged_echo(ctx)
+    )
 
 
-CHECKS: Final[tuple[Callable[[Context], Drop | None], ...]] = (
-    cli_mirror_duplicate,
-    cli_aggregate_duplicate,
-    cli_reimport_duplicate,
-    cleaned_child_duplicate,
-    mistagged_echo,
-)
 RULES: Final[tuple[DropRule, ...]] = (
     CLI_MIRROR_DUPLICATE,
     CLI_AGGREGATE_DUPLICATE,

@@ -72,6 +72,6 @@ def tool_calls(ctx: Context) -> None:
         return
     if entry.role == "assistant":
         for new_call in entry.tool_call_ids:
-            ctx.remember("t:" + new_call, entry.id)
+            ctx.remember("t:" + new_call, [entry.id])
             if len(state.pending_calls) < ctx.limits.max_pending_calls:
                 state.pending_calls.append([new_call, entry.id])

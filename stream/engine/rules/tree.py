@@ -100,7 +100,7 @@ def note_root(ctx: Context) -> None:
     """Remember a kept entry that hangs at the root in the output as the root, unless the
     session has one."""
     if ctx.recall(_ROOT) is None:
-        ctx.remember(_ROOT, ctx.entry.id)
+        ctx.remember(_ROOT, [ctx.entry.id])
 
 
 def stand_in(ctx: Context, drop: Drop) -> str | None:
