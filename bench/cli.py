@@ -260,18 +260,21 @@ def _contenders(config: Config) -> tuple[list, str | None, str, str | None]:
 
 def _after_e2e(config: Config, kind: str, broker, results: dict, *, input_topic: str,
                total: int, workdir: Path, log) -> None:
-    """The sections after e2e on one broker: workers, recovery, source latency, profile."""
+    """The sections after e2e on one broker: source latency, workers, recovery, profile.
+
+    The latency goes first: run after the two workers and the restart's million sessions on
+    the same broker, its p99 was more than twice what it was alone (docs/performance.md)."""
     from bench import scaling_workers
     from bench.profiling import normalize, worker_profile
     from bench.recovery import recovery
 
+    if config.wants("latency"):
+        _source_latency(config, kind, broker, results, workdir=workdir, log=log)
     if config.wants("workers"):
         results.setdefault("workers", {})[kind] = scaling_workers.run(
             broker, input_topic, total=total, rounds=config.rounds, workdir=workdir, log=log)
     if config.wants("recovery"):
         results["recovery"][kind] = recovery(broker, config.recovery_sessions, workdir, log)
-    if config.wants("latency"):
-        _source_latency(config, kind, broker, results, workdir=workdir, log=log)
     # the profile's per-entry figures are shares of the e2e worker's unprofiled CPU
     if config.profile and config.wants("profile") and config.wants("e2e") \
             and kind == config.brokers[0]:

@@ -87,17 +87,25 @@ def _faust(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> 
     return Launch(Child("faust", cmd, workdir / f"{tag}.log", python_env()), group, [output])
 
 
-def quix_contender(python: str) -> Contender:
+def _passthrough_peer(python: str, name: str, script: str, describe: str,
+                      state: bool = False) -> Contender:
+    """A peer script of the Quix venv that reads the input and writes one output topic."""
     def make(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
         output, group = f"{tag}-out", f"bench-{tag}"
         create(broker.bootstrap, [output])
-        cmd = [python, str(Path(__file__).with_name("quix_peer.py")),
+        cmd = [python, str(Path(__file__).with_name(script)),
                "--bootstrap", broker.bootstrap, "--input", input_topic, "--output", output,
-               "--group", group, "--state-dir", str(workdir / tag / "state"),
-               "--session-timeout", str(E2E_SESSION_TIMEOUT_S)]
-        return Launch(Child("quix", cmd, workdir / f"{tag}.log", python_env()), group, [output])
+               "--group", group, "--session-timeout", str(E2E_SESSION_TIMEOUT_S)]
+        if state:
+            cmd += ["--state-dir", str(workdir / tag / "state")]
+        return Launch(Child(name, cmd, workdir / f"{tag}.log", python_env()), group, [output])
 
-    return Contender("quix", "Quix Streams, per-session RocksDB state with changelog", make)
+    return Contender(name, describe, make)
+
+
+def quix_contender(python: str) -> Contender:
+    return _passthrough_peer(python, "quix", "quix_peer.py",
+                             "Quix Streams, per-session RocksDB state with changelog", state=True)
 
 
 def quix_engine_contender(python: str) -> Contender:
@@ -117,17 +125,9 @@ def quix_engine_contender(python: str) -> Contender:
 
 
 def raw_confluent_contender(python: str) -> Contender:
-    def make(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
-        output, group = f"{tag}-out", f"bench-{tag}"
-        create(broker.bootstrap, [output])
-        cmd = [python, str(Path(__file__).with_name("confluent_peer.py")),
-               "--bootstrap", broker.bootstrap, "--input", input_topic, "--output", output,
-               "--group", group, "--session-timeout", str(E2E_SESSION_TIMEOUT_S)]
-        return Launch(Child("raw_confluent", cmd, workdir / f"{tag}.log", python_env()), group,
-                      [output])
-
-    return Contender("raw_confluent", "raw confluent-kafka (librdkafka) consume -> produce -> "
-                     "commit, no processing", make)
+    return _passthrough_peer(python, "raw_confluent", "confluent_peer.py",
+                             "raw confluent-kafka (librdkafka) consume -> produce -> commit, "
+                             "no processing")
 
 
 WORKER = Contender("worker", "session-stream worker (engine, tables, batches)", _worker)

@@ -204,7 +204,7 @@ async def end_positions(bootstrap: str, topic: str) -> dict[int, int]:
 
 # What bench/quix_engine_peer.py imports of this project's dependencies, at the versions this
 # interpreter has, so the engine runs there on the same libraries as in the worker.
-ENGINE_DEPENDENCIES = ("orjson", "msgpack", "xxhash")
+ENGINE_DEPENDENCIES = ("orjson", "msgpack", "xxhash", "mypy_extensions")
 
 
 def peer_env() -> dict[str, str]:
@@ -228,7 +228,7 @@ def engine_build(python: str) -> str:
 def quix_python(install: bool) -> tuple[str | None, str]:
     """The Quix Streams venv's python, made on demand; (None, reason) when unavailable."""
     python = QUIX_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import quixstreams, msgpack, xxhash, orjson; "
+    probe = [str(python), "-c", f"import quixstreams, {', '.join(ENGINE_DEPENDENCIES)}; "
              "print(quixstreams.__version__)"]
     if python.exists():
         done = subprocess.run(probe, capture_output=True, text=True, check=False)

@@ -27,7 +27,7 @@ from quixstreams import Application, State
 from quixstreams.context import message_context
 from quixstreams.models.serializers import Serializer
 
-from stream.engine import Engine, KafkaSource, Limits, Session, SessionState, Verdict
+from stream.engine import Engine, KafkaSource, Limits, Memory, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
 from stream.settings import Settings
 from stream.worker import codec
@@ -43,7 +43,7 @@ SESSION = "session"
 MEMORY = "m:"  # a remembered value's state key: after the session's own, as in the worker's
 
 
-class StateMemory:
+class StateMemory(Memory):
     """The engine's Memory on the record's Quix state (already prefixed by the session id)."""
 
     __slots__ = ("_state", "_ttl")

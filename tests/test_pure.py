@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from stream import pure
+from stream.engine import Action, Engine, Memory, Session, SessionState
+from tests.support.builders import assistant, encode, header, process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,3 +57,27 @@ def test_the_compiled_sources_are_the_named_modules():
     assert Path("stream/engine/__init__.py") not in sources  # it makes the choice
     assert Path("stream/cli.py") not in sources
     assert all(path.is_file() for path in pure.compiled_sources(ROOT))
+
+
+class _PlainMemory(Memory):
+    """A Memory written in Python, as an adapter outside this package would write one."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list] = {}
+
+    def get(self, key: str) -> list | None:
+        return self.values.get(key)
+
+    def put(self, key: str, value: list) -> None:
+        self.values[key] = value
+
+
+def test_a_memory_written_in_python_serves_the_engine_compiled_or_not():
+    memory = _PlainMemory()
+    session = Session("s1", SessionState(), memory)
+    reply = encode([assistant("Done.", idempotency_key="k1")])[0]
+    lines = [encode([header()])[0], reply, reply.replace(b'"id":"', b'"id":"x', 1)]
+    verdicts = process(Engine(), session, lines)
+    assert [v.action for v in verdicts] == [Action.KEPT, Action.KEPT, Action.DROPPED]
+    assert verdicts[2].drop_rule == "idempotent_replay"
+    assert any(key.startswith("e:") for key in memory.values)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Final
 
+from mypy_extensions import mypyc_attr
+
 from stream.engine.text import digest64
 
 # The engine's module constants are Final: compiled, they become C constants instead of
@@ -176,6 +178,9 @@ def source_hash(origin: int, position: int) -> int:
     return (origin ^ (position * 0x9E3779B97F4A7C15)) & 0xFFFF_FFFF_FFFF_FFFF
 
 
+# An adapter in plain Python (a Quix Streams app keeping it in its state store, a test's fake)
+# subclasses it too, though the engine is compiled.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Memory:
     """What a session remembers beyond its current turn, keyed by short namespaced strings.
 
