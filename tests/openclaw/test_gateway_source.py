@@ -104,10 +104,18 @@ class GatewayRun:
     exit_code: int
 
 
+def as_first_sent(inputs: dict[str, list[bytes]]) -> dict[str, list[bytes]]:
+    """Each session's records without the batch a killed source sent again: killed after the
+    broker acknowledged a batch and before its checkpoint moved, it sends that batch once more,
+    byte for byte (at-least-once; the worker drops them as redeliveries). The compacted
+    session is left as sent: its first rows are sent again by design."""
+    return {s: r if s == COMPACTED else list(dict.fromkeys(r)) for s, r in inputs.items()}
+
+
 def wait_for_inputs(settings: Settings, expected: dict[str, list[bytes]], source: Source) -> None:
     def arrived() -> bool:
         try:
-            inputs = read_per_key(settings, settings.input_topic)
+            inputs = as_first_sent(read_per_key(settings, settings.input_topic))
         except TopicMissing:  # the source creates it once it has something to send
             return False
         return all(inputs.get(s, [])[: len(rows)] == rows for s, rows in expected.items())
@@ -115,6 +123,7 @@ def wait_for_inputs(settings: Settings, expected: dict[str, list[bytes]], source
     try:
         wait_until(arrived, 60, "the store's rows on the input topic")
     except TimeoutError as error:
+        source.kill()  # a module fixture that fails leaves no source running
         raise AssertionError(f"{error}\n{source.text()[-3000:]}") from error
 
 
@@ -179,12 +188,14 @@ def gateway_run(
     )
 
 
-def test_every_store_row_reaches_the_input_topic_once_in_order_byte_for_byte(
+def test_every_store_row_reaches_the_input_topic_in_order_byte_for_byte(
     gateway_run: GatewayRun,
 ) -> None:
-    """Across the gateway restart and the SIGKILL; the compacted session aside."""
+    """Across the gateway restart and the SIGKILL (after which the batch in flight may come
+    again, the same bytes); the compacted session aside."""
     rows = {s: r for s, r in gateway_run.rows.items() if s != COMPACTED}
-    assert {s: r for s, r in gateway_run.inputs.items() if s != COMPACTED} == rows
+    sent = as_first_sent(gateway_run.inputs)
+    assert {s: r for s, r in sent.items() if s != COMPACTED} == rows
     assert gateway_run.exit_code == 0
 
 
@@ -218,7 +229,12 @@ def test_the_repeating_mirror_is_dropped_and_the_new_one_kept(gateway_run: Gatew
     new = next(e for e in entries if shapes.idempotency_key(e) == NEW_KEY)
     drops = {(a["kind"], a["entry_id"]) for a in gateway_run.outputs.drops()
              if a["session_id"] == SESSION}
-    assert drops == {("delivery_mirror_duplicate", repeat["id"])}
+    # what the killed source sent again is dropped as a redelivery, and only that
+    sent = [orjson.loads(raw)["id"] for raw in gateway_run.inputs[SESSION]]
+    resent = {entry_id for entry_id in sent if sent.count(entry_id) > 1}
+    assert {d for d in drops if d[0] != "redelivery"} == {
+        ("delivery_mirror_duplicate", repeat["id"])}
+    assert {entry_id for kind, entry_id in drops if kind == "redelivery"} <= resent
     kept = {orjson.loads(raw)["id"] for raw in gateway_run.outputs.clean[SESSION]}
     assert new["id"] in kept and repeat["id"] not in kept
 
