@@ -71,9 +71,14 @@ TOUCH_POINTS: Final = (
     TouchPoint("Recovery.active_tps, standby_tps, active_offsets, standby_offsets", FAUST,
                "0.15.3", "the offsets are still the newest applied per partition, and recovery "
                "is done when they reach the highwaters"),
-    TouchPoint("Recovery.flush_buffers, tp_to_table, Table.apply_changelog_batch", FAUST,
-               "0.15.3", "buffered changelog events are still applied by flush_buffers, and an "
-               "event is still read for .key, .value and .message only"),
+    TouchPoint("Recovery.flush_buffers, tp_to_table", FAUST, "0.15.3",
+               "buffered changelog events are still applied by flush_buffers, and tp_to_table "
+               "still maps a changelog partition to its table"),
+    TouchPoint("memory Store.apply_changelog_batch, _key_partition", FAUST, "0.15.3",
+               "for raw keys and values it still stores each record's value as it is and "
+               "deletes a key whose record has none, and it still records each restored key's "
+               "partition in _key_partition for on_recovery_completed, which drops the keys of "
+               "partitions not assigned"),
     TouchPoint("Monitor.stream_inbound_time", FAUST, "0.15.3",
                "the slow-processing checks still read when a stream last took a record there"),
     TouchPoint("memory Store .data (Table.data.data)", FAUST, "0.15.3",
@@ -145,22 +150,29 @@ def recovery_offsets(app: Any, tp: Any) -> MutableMapping[Any, int] | None:
 
 
 def apply_changelog(app: Any, tp: Any, messages: Sequence[Any]) -> None:
-    """Apply changelog `messages` of `tp` to its table at once, after the records Faust's
-    recovery buffered, so they apply in offset order."""
+    """Apply changelog `messages` of `tp` to its memory:// table at once, after the records
+    Faust's recovery buffered, so they apply in offset order.
+
+    They are written straight into the store's dict, as its `apply_changelog_batch` would
+    leave it for raw keys and values (a record without a value deletes its key), and into the
+    store's map of each restored key's partition, which its `on_recovery_completed` reads to
+    drop the keys of partitions not assigned here. Through Faust's batch call a record cost
+    four times as much (an event object, `to_key`, `to_value`, a generator step; about 1.7 s
+    of a restart with a million sessions, docs/performance.md)."""
     recovery = app.tables.recovery
     recovery.flush_buffers()
-    recovery.tp_to_table[tp].apply_changelog_batch([_Change(m) for m in messages])
-
-
-class _Change:
-    """What a table's `apply_changelog_batch` reads of a changelog event."""
-
-    __slots__ = ("key", "message", "value")
-
-    def __init__(self, message: Any) -> None:
-        self.key = message.key
-        self.value = message.value
-        self.message = message
+    store = recovery.tp_to_table[tp].data
+    data: dict[Any, Any] = store.data
+    partitions: dict[Any, int] = store._key_partition
+    partition = tp.partition
+    for message in messages:
+        key, value = message.key, message.value
+        if value is None:
+            data.pop(key, None)
+            partitions.pop(key, None)
+        else:
+            data[key] = value
+            partitions[key] = partition
 
 
 # --- where the lane's consumer and the fetch wait are put in ---------------------------------

@@ -7,14 +7,17 @@ worker (a lost gap, a stalled commit, a patch that silently stops applying).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from importlib.metadata import version
+from types import SimpleNamespace
 
 import faust
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
 
 from stream.kafka import internals
 from stream.worker.commit import Committer
@@ -110,6 +113,32 @@ def test_the_lane_app_makes_lane_consumers_with_the_shorter_fetch_wait() -> None
 def test_a_memory_table_is_a_dict_behind_its_store(app: faust.App) -> None:
     table = app.Table("internals-check-table", key_type=bytes, value_type=bytes)
     assert isinstance(internals.table_dict(table), dict), moved("memory Store.data")
+
+
+def test_a_batch_restore_leaves_a_memory_table_as_faust_own_restore_does(app: faust.App) -> None:
+    """`apply_changelog` writes into the store's dict and partition map itself: the table it
+    leaves, and what Faust's end of recovery then drops, must be what Faust's batch call and
+    its end of recovery leave (a key set and deleted, set again, on two partitions)."""
+    records = [(0, b"a", b"1"), (0, b"b", b"2"), (0, b"a", None), (1, b"c", b"3"),
+               (0, b"b", b"4"), (1, b"d", b"5"), (1, b"d", None), (1, b"d", b"6")]
+    direct = app.Table("internals-direct", key_type=bytes, value_type=bytes, partitions=2)
+    faust_own = app.Table("internals-faust", key_type=bytes, value_type=bytes, partitions=2)
+    for partition in (0, 1):
+        tp = TP(direct.changelog_topic_name, partition)
+        messages = [SimpleNamespace(key=key, value=value, partition=partition, offset=offset)
+                    for offset, (p, key, value) in enumerate(records) if p == partition]
+        recovery = SimpleNamespace(flush_buffers=lambda: None, tp_to_table={tp: direct})
+        internals.apply_changelog(SimpleNamespace(tables=SimpleNamespace(recovery=recovery)),
+                                  tp, messages)
+        faust_own.apply_changelog_batch([SimpleNamespace(key=m.key, value=m.value, message=m)
+                                         for m in messages])
+    assert internals.table_dict(direct) == internals.table_dict(faust_own) == {
+        b"b": b"4", b"c": b"3", b"d": b"6"}
+
+    only_partition_0 = {TP("input", 0)}
+    for table in (direct, faust_own):
+        asyncio.run(table.data.on_recovery_completed(only_partition_0, set()))
+    assert internals.table_dict(direct) == internals.table_dict(faust_own) == {b"b": b"4"}
 
 
 def test_the_patches_apply_once_and_only_when_asked() -> None:

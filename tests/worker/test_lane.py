@@ -18,18 +18,41 @@ STANDBY = TP("app-sessions-changelog", 1)
 OTHER = TP("app-other-changelog", 0)
 
 
+class BatchLog(dict):
+    """A memory store's dict that logs the offsets written into it, a list per batch (a
+    record's value names its offset: `records`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[int]] = []
+        self.fresh = True
+
+    def new_batch(self) -> None:
+        self.fresh = True
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        if self.fresh:
+            self.batches.append([])
+            self.fresh = False
+        self.batches[-1].append(int(value.lstrip(b"v")))
+        super().__setitem__(key, value)
+
+
+@dataclass
+class FakeStore:
+    data: BatchLog = field(default_factory=BatchLog)
+    _key_partition: dict[bytes, int] = field(default_factory=dict)
+
+
 @dataclass
 class FakeTable:
-    data: dict[bytes, bytes] = field(default_factory=dict)
-    batches: list[list[int]] = field(default_factory=list)
+    """A memory:// table: the restore writes into its store's dict and partition map."""
 
-    def apply_changelog_batch(self, events) -> None:
-        self.batches.append([e.message.offset for e in events])
-        for event in events:
-            if event.value is None:
-                self.data.pop(event.key, None)
-            else:
-                self.data[event.key] = event.value
+    data: FakeStore = field(default_factory=FakeStore)
+
+    @property
+    def batches(self) -> list[list[int]]:
+        return self.data.data.batches
 
 
 @dataclass
@@ -47,10 +70,14 @@ class FakeRecovery:
         return {ACTIVE: self.table, STANDBY: self.table}
 
     def flush_buffers(self) -> None:
+        """Faust's recovery applies what it buffered as a batch of its own."""
         self.flushes += 1
-        if self.buffered:
-            self.table.apply_changelog_batch(self.buffered)
-            self.buffered = []
+        written = self.table.data.data
+        written.new_batch()
+        for event in self.buffered:
+            written[event.key] = event.value
+        self.buffered = []
+        written.new_batch()
 
     def faust_takes(self, tp: TP, message) -> None:
         """What Faust's recovery does with a record passed on to it."""
@@ -99,7 +126,7 @@ def test_faust_buffer_is_applied_first_so_the_newest_value_wins():
     recovery.faust_takes(ACTIVE, last)
     recovery.flush_buffers()
     # keys cycle k0 k1 k2: the table holds each key's value at its latest offset
-    assert recovery.table.data == {b"k0": b"v6", b"k1": b"v4", b"k2": b"v5"}
+    assert recovery.table.data.data == {b"k0": b"v6", b"k1": b"v4", b"k2": b"v5"}
 
 
 def test_records_faust_has_seen_are_dropped():
