@@ -157,8 +157,8 @@ def apply_changelog(app: Any, tp: Any, messages: Sequence[Any]) -> None:
     leave it for raw keys and values (a record without a value deletes its key), and into the
     store's map of each restored key's partition, which its `on_recovery_completed` reads to
     drop the keys of partitions not assigned here. Through Faust's batch call a record cost
-    four times as much (an event object, `to_key`, `to_value`, a generator step; about 1.7 s
-    of a restart with a million sessions, docs/performance.md)."""
+    four times as much (an event object, `to_key`, `to_value`, a generator step): 1-2 s of a
+    restart with a million sessions (docs/performance.md)."""
     recovery = app.tables.recovery
     recovery.flush_buffers()
     store = recovery.tp_to_table[tp].data
