@@ -161,9 +161,9 @@ def apply_changelog(app: Any, tp: Any, messages: Sequence[Any]) -> None:
     restart with a million sessions (docs/performance.md)."""
     recovery = app.tables.recovery
     recovery.flush_buffers()
-    store = recovery.tp_to_table[tp].data
-    data: dict[Any, Any] = store.data
-    partitions: dict[Any, int] = store._key_partition
+    table = recovery.tp_to_table[tp]
+    data = table_dict(table)
+    partitions: dict[Any, int] = table.data._key_partition
     partition = tp.partition
     for message in messages:
         key, value = message.key, message.value
