@@ -62,10 +62,12 @@ class Engine:
         replay = session.state.is_replay(origin, position)
         if not replay:
             session.state.advance(origin, position)
+        # `malformed` and `error` are two names: compiled, an `except` variable keeps the type of
+        # its first clause, and another exception bound to it later fails that check and escapes.
         try:
             entry = parse(raw)
-        except MalformedEntry as error:
-            return dead_letter_verdict(session.id, raw, source, str(error))
+        except MalformedEntry as malformed:
+            return dead_letter_verdict(session.id, raw, source, str(malformed))
         ctx = Context(session, entry, source, source_hash(origin, position), self.limits)
         try:
             verdict = self._replay(ctx) if replay else self._decide(ctx)

@@ -168,7 +168,8 @@ def origin_digest(origin: str) -> int:
     if digest is None:
         if len(_ORIGIN_DIGESTS) >= _MAX_ORIGINS:
             _ORIGIN_DIGESTS.clear()
-        digest = _ORIGIN_DIGESTS[origin] = digest64(origin.encode())
+        # a file's path may hold the surrogate escapes of bytes that are not UTF-8
+        digest = _ORIGIN_DIGESTS[origin] = digest64(origin.encode("utf-8", "surrogatepass"))
     return digest
 
 

@@ -7,9 +7,18 @@ import json
 
 import pytest
 
-from stream.engine import Action, FileSource, Severity
+from stream.engine import (
+    Action,
+    Engine,
+    FileSource,
+    Memory,
+    Session,
+    SessionState,
+    Severity,
+)
 from tests.support.builders import (
     assistant,
+    custom,
     drops,
     encode,
     header,
@@ -17,6 +26,7 @@ from tests.support.builders import (
     message,
     mirror,
     outputs,
+    process,
     run,
     user,
 )
@@ -223,3 +233,70 @@ def test_lone_surrogate_escapes_are_valid_json_and_kept():
         "parentId": reply["id"],
         "label": "\udc00",
     }
+
+
+@pytest.mark.parametrize(
+    "kind", [{"a": 1}, ["text"], 3, None], ids=["object", "list", "int", "null"]
+)
+def test_a_user_block_whose_type_is_not_a_string_is_kept(kind):
+    # After a reply, a user message is read for a heartbeat prompt: its blocks' types are
+    # looked up among the text types, which an object or a list cannot be.
+    odd = user("hello again")
+    odd["message"]["content"] = [{"type": kind, "text": "[OpenClaw heartbeat poll]"}]
+    reply = assistant(TEXT)
+    lines = encode([header(), user(), reply, odd, mirror(TEXT)])
+    verdicts = run(lines)
+    # every line kept: no heartbeat turn was opened, so the mirror repeats nothing of its turn
+    assert outputs(verdicts) == lines
+
+
+class _FailingMemory(Memory):
+    """A store that fails once, on one key: an engine error in the middle of a rule."""
+
+    def __init__(self, failing_key: str) -> None:
+        self.values: dict[str, list] = {}
+        self.failing_key = failing_key
+
+    def get(self, key: str) -> list | None:
+        if key == self.failing_key:
+            self.failing_key = ""
+            raise RuntimeError("the store went away")
+        return self.values.get(key)
+
+    def put(self, key: str, value: list) -> None:
+        self.values[key] = value
+
+
+def test_an_engine_error_dead_letters_the_record_and_the_run_goes_on():
+    reply = assistant(TEXT)
+    odd = user("hello again")
+    lines = encode([header(), user(), reply, odd, mirror(TEXT)])
+    session = Session("s1", SessionState(), _FailingMemory("e:" + odd["id"]))
+    verdicts = process(Engine(), session, lines)
+    letter = verdicts[3].dead_letter
+    assert verdicts[3].action is Action.DEAD_LETTERED
+    assert letter.raw == lines[3]
+    assert letter.reason.startswith("engine error: RuntimeError in ")
+    (alert,) = verdicts[3].alerts
+    assert alert.kind == "malformed_entry"
+    assert alert.evidence["reason"] == letter.reason
+    assert [v.action for v in verdicts[:3]] == [Action.KEPT] * 3
+    assert verdicts[4].drop_rule == "delivery_mirror_duplicate"
+
+
+def test_a_lone_surrogate_in_a_model_name_is_kept_and_still_compared():
+    odd = "claude\udc00"
+    reply = assistant(TEXT, thinking="think", model=odd)
+    cache = custom()
+    echo = assistant(TEXT, parent=cache["id"], usage=None, model=odd)
+    # as JSON escapes: the lines are ASCII, the names they decode to are not UTF-8
+    escaped = [json.dumps(item).encode("ascii") for item in (reply, echo)]
+    verdicts = run([header(), user(), escaped[0], cache, escaped[1]])
+    assert not any(v.dead_letter for v in verdicts)
+    assert drops(verdicts) == {echo["id"]: ("mistagged_echo", reply["id"])}
+
+
+def test_a_file_path_with_bytes_that_are_not_utf8_is_a_source_like_any_other():
+    path = b"sessions/caf\xe9.jsonl".decode("utf-8", "surrogateescape")
+    verdicts = run([header(), user(), assistant(TEXT), mirror(TEXT)], path=path)
+    assert [v.action for v in verdicts] == [Action.KEPT] * 3 + [Action.DROPPED]

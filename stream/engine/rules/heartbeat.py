@@ -118,7 +118,10 @@ def _message_text(content: object) -> str:
         return ""
     parts = []
     for block in content:
-        if isinstance(block, dict) and block.get("type") in _TEXT_BLOCKS:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if isinstance(kind, str) and kind in _TEXT_BLOCKS:
             text = block.get("text")
             if isinstance(text, str):
                 parts.append(text)

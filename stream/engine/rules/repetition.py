@@ -68,7 +68,8 @@ MISTAGGED_ECHO: Final[DropRule] = DropRule(
 
 def model_hash(entry: Entry) -> int:
     provider, model = entry.provider_model
-    return digest64(f"{provider}\x00{model}".encode())
+    # surrogatepass: a model name may hold a lone surrogate escape, valid JSON but not UTF-8
+    return digest64(f"{provider}\x00{model}".encode("utf-8", "surrogatepass"))
 
 
 def cli_mirror_duplicate(ctx: Context) -> Drop | None:
