@@ -14,9 +14,9 @@ from stream.engine.text import (
     XXH3_64,
     crc_join,
     digest64,
-    normalize,
     normalized_crc,
     normalized_hash,
+    normalized_utf8,
     text_hash,
     visible_text,
 )
@@ -116,7 +116,6 @@ class Entry:
         "_has_tool_calls",
         "_is_text_only",
         "_normalized_bytes",
-        "_normalized_text",
         "_phased",
         "_reply_text_hash",
         "_scanned",
@@ -180,7 +179,6 @@ class Entry:
         self._phased = False
         self._tool_call_ids: list[str] = []
         self._visible_text: str | None = None
-        self._normalized_text: str | None = None
         self._text_hash = -1
         self._normalized_bytes: bytes | None = None
         self._reply_text_hash = -1
@@ -328,13 +326,6 @@ class Entry:
         return text
 
     @property
-    def normalized_text(self) -> str:
-        text = self._normalized_text
-        if text is None:
-            text = self._normalized_text = normalize(self.visible_text)
-        return text
-
-    @property
     def text_hash(self) -> int:
         """0 stands for 'no text': rules never fire on empty text."""
         value = self._text_hash
@@ -347,7 +338,7 @@ class Entry:
         if len(text) > SLICE_CHARS:
             self._text_hash = normalized_hash(text)
             return self._text_hash
-        data = normalize(text).encode("utf-8", "surrogatepass")
+        data = normalized_utf8(text)
         self._normalized_bytes = data  # kept: a reply's text may be joined into a CRC next
         self._text_hash = digest64(data) | 1 if data else 0
         return self._text_hash

@@ -28,6 +28,10 @@ SPACES: Final = "".join(chr(code) for code in range(0x3001) if chr(code).isspace
 _DELETE_SPACES: Final[dict[int, None]] = {ord(char): None for char in SPACES}
 _SPACE: Final = re.compile("[" + re.escape(SPACES) + "]")
 _NON_SPACE: Final = re.compile("[^" + re.escape(SPACES) + "]")
+# UTF-8 writes the ASCII ones as single bytes that no other character's bytes contain; the
+# others are not printable (`str.isprintable`), nor is any but the space (a test checks).
+_ASCII_SPACES: Final = bytes(ord(char) for char in SPACES if char.isascii())
+_TO_SPACE: Final = bytes.maketrans(_ASCII_SPACES, b" " * len(_ASCII_SPACES))
 
 # Long texts are read this many characters at a time; shorter ones in one go.
 SLICE_CHARS: Final = 1 << 16
@@ -69,12 +73,40 @@ def normalize(text: str) -> str:
     return " ".join(text.split())
 
 
+def normalized_utf8(text: str) -> bytes:
+    """`normalize(text)` in UTF-8 (lone surrogates passed through), what its hash is of.
+
+    A text whose only whitespace is ASCII (any ASCII text; another once its newlines are spaces,
+    when it is all printable) is normalized in its bytes, where only the places two spaces
+    meet are left to change, instead of being split into words: a reply's hundred words were a
+    hundred strings to make."""
+    if text.startswith(_DIRECTIVE_STARTS):
+        text = _LEADING_DIRECTIVES.sub("", text, count=1)
+    if text.isascii():
+        data = text.encode("utf-8").translate(_TO_SPACE)
+    else:
+        plain = text.replace("\n", " ") if "\n" in text else text
+        if not plain.isprintable():
+            return " ".join(text.split()).encode("utf-8", "surrogatepass")
+        data = plain.encode("utf-8")
+    if b"  " not in data:
+        return data.strip(b" ")
+    # What lies between two places where spaces meet has single spaces inside, and at most one
+    # at either end.
+    pieces = []
+    for run in data.split(b"  "):
+        piece = run.strip(b" ")
+        if piece:
+            pieces.append(piece)
+    return b" ".join(pieces)
+
+
 def normalized_hash(text: str, slice_chars: int = SLICE_CHARS) -> int:
     """`text_hash(normalize(text))`, made odd, or 0 when the normalized text is empty (rules
     never fire on empty text); a long text is hashed slice by slice, never split whole."""
     if len(text) <= slice_chars:
-        normalized = normalize(text)
-        return text_hash(normalized) | 1 if normalized else 0
+        data = normalized_utf8(text)
+        return digest64(data) | 1 if data else 0
     hasher = xxhash.xxh3_64()
     empty = True
     for words in _normalized_slices(text, slice_chars):

@@ -19,6 +19,7 @@ from stream.engine.text import (
     normalize,
     normalized_hash,
     normalized_prefix,
+    normalized_utf8,
     repetition,
     text_hash,
 )
@@ -63,7 +64,9 @@ def reference_repetition(text: str, min_unit: int) -> tuple[int, int] | None:
 # --- generated texts: words, all kinds of whitespace, directives, repeated units --------------
 
 WORDS = st.sampled_from(["a", "ab", "b", "Done.", "x\u00e9", "\U0001f600", "[[audio_as_voice]]"])
-SEPARATORS = st.sampled_from([" ", "  ", "\n", "\t", "\u00a0", "\u3000", "\x1c", "\u2028", ""])
+SEPARATORS = st.sampled_from(
+    [" ", "  ", "\n", "\t", "\u00a0", "\u3000", "\x1c", "\u2028", "\u202f", "\r\n", "\n\n", ""]
+)
 
 
 @st.composite
@@ -84,6 +87,21 @@ SLICES = st.integers(1, 9)
 def test_no_whitespace_lies_above_the_range_the_slicing_knows():
     assert [code for code in range(0x3001, 0x110000) if chr(code).isspace()] == []
     assert set(SPACES) == {chr(code) for code in range(0x3001) if chr(code).isspace()}
+
+
+def test_every_whitespace_but_the_space_is_not_printable():
+    # normalized_utf8 takes a printable text for one whose only whitespace is the space
+    assert [char for char in SPACES if char.isprintable()] == [" "]
+
+
+# texts of every kind of string: ASCII, Latin-1, two and four bytes a character, surrogates
+KINDS = st.sampled_from(["a", "\u00e9", "\u2014", "\U0001f600", "\ud800", "\u200b", " ", "\n"])
+
+
+@SETTINGS
+@given(ANY_TEXT | st.text(KINDS))
+def test_the_normalized_bytes_are_the_normalized_text_in_utf8(text):
+    assert normalized_utf8(text) == normalize(text).encode("utf-8", "surrogatepass")
 
 
 @SETTINGS
