@@ -58,6 +58,7 @@ _COPIED: Final = 1 << 16
 _MESSAGE_KEY: Final = b'"message":'
 _ENVELOPE: Final = frozenset({"id", "parentId", "timestamp", "appendMode", "firstKeptEntryId"})
 _ORJSON_LOADS: Final = orjson.loads  # a C static, not a module lookup per entry (text.XXH3_64)
+_FIND: Final = bytes.find  # likewise, where `raw.find` looks the method up by name each time
 _LINE_ENDS: Final = (10, 13)  # b"\n", b"\r"
 
 
@@ -203,7 +204,7 @@ class Entry:
         if kind == "message" and message is not None:
             stamp = message.get("timestamp")
             if not isinstance(stamp, bool) and isinstance(stamp, (int, float)) and stamp > 0:
-                start = raw.find(_MESSAGE_KEY)
+                start = _FIND(raw, _MESSAGE_KEY)
                 if start >= 0:
                     split = start + len(_MESSAGE_KEY)
                     # a view of a long line, not a copy: a message can be as long as the record
@@ -226,21 +227,22 @@ class Entry:
         self.message = message
         role = message.get("role")
         self.role = role if isinstance(role, str) else None
-        provider, model = message.get("provider"), message.get("model")
-        self.provider_model = (
-            provider if isinstance(provider, str) else None,
-            model if isinstance(model, str) else None,
-        )
-        error = message.get("errorMessage")
-        self.error_message = error if isinstance(error, str) else ""
-        stop = message.get("stopReason")
-        self.is_error = (isinstance(stop, str) and stop in ERROR_STOPS) or bool(self.error_message)
         key = message.get("idempotencyKey")
         if not isinstance(key, str):
             legacy = message.get("__openclaw")
             key = legacy.get("idempotencyKey") if isinstance(legacy, dict) else None
         self.idempotency_key = key if isinstance(key, str) and key else None
         if self.role == "assistant":
+            # what only a reply is asked for: the other roles keep the defaults
+            provider, model = message.get("provider"), message.get("model")
+            self.provider_model = (
+                provider if isinstance(provider, str) else None,
+                model if isinstance(model, str) else None,
+            )
+            error = message.get("errorMessage")
+            self.error_message = error = error if isinstance(error, str) else ""
+            stop = message.get("stopReason")
+            self.is_error = (isinstance(stop, str) and stop in ERROR_STOPS) or bool(error)
             api = message.get("api")
             self.api = api if isinstance(api, str) else None
             self.is_mirror = _is_mirror(message, self.provider_model)
