@@ -324,6 +324,53 @@ def test_well_formed_entries_of_any_shape_are_never_dead_lettered(shapes):
         assert verdict.action is not Action.DEAD_LETTERED, verdict.dead_letter
 
 
+
+# Every field of a message and of its content blocks that some rule reads.
+MESSAGE_FIELDS = [
+    "role", "content", "timestamp", "provider", "model", "api", "errorMessage", "stopReason",
+    "idempotencyKey", "__openclaw", "toolCallId", "openclawDeliveryMirror",
+    "openclawDisplayContent", "openclawDelivery", "phase", "responseId", "usage", "provenance",
+]
+BLOCK_FIELDS = ["type", "text", "textSignature", "id"]
+# strings with lone surrogates too: valid JSON (as escapes), not UTF-8
+odd_values = json_values | st.text(
+    st.characters(min_codepoint=0xD7F0, max_codepoint=0xE00F), max_size=6
+)
+
+
+def _with_odd_field(raw: bytes, data) -> bytes:
+    """The line with one read field of its message, or of a content block, set to any JSON
+    value (sometimes: most lines stay as they were)."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    message = value.get("message") if isinstance(value, dict) else None
+    if not isinstance(message, dict) or not data.draw(st.booleans()):
+        return raw
+    target, fields = message, MESSAGE_FIELDS
+    blocks = message.get("content")
+    if isinstance(blocks, list) and blocks and data.draw(st.booleans()):
+        block = data.draw(st.sampled_from(blocks))
+        if isinstance(block, dict):
+            target, fields = block, BLOCK_FIELDS
+    target[data.draw(st.sampled_from(fields))] = data.draw(odd_values)
+    return json.dumps(value).encode("ascii")
+
+
+@SETTINGS
+@given(session_lines(reuse_ids=False), st.data())
+def test_a_read_field_of_any_json_type_is_kept_not_an_engine_error(lines, data):
+    """A well-formed session whose messages have one field a rule reads (of the message or of
+    a content block) set to any JSON value: an odd shape, so every entry is kept or dropped as
+    an entry, never dead-lettered as an engine error, wherever in the session it comes."""
+    odd = [_with_odd_field(raw, data) for raw in lines]
+    for raw, verdict in zip(odd, clean(odd), strict=True):
+        if verdict.dead_letter is not None:
+            assert not verdict.dead_letter.reason.startswith("engine error"), verdict.dead_letter
+            assert raw in JUNK
+
+
 # --- determinism and idempotence ----------------------------------------------------------------
 
 
