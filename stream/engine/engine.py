@@ -43,7 +43,6 @@ from stream.engine.state import (
     USER,
     Session,
     SessionState,
-    origin_digest,
     source_hash,
 )
 from stream.engine.text import digest64
@@ -58,7 +57,7 @@ class Engine:
     def process(self, session: Session, raw: bytes, source: Source) -> Verdict:
         """Decide one record. Reprocessing a record already processed from the same source
         (a restart after a crash) reproduces its verdict instead of calling it a duplicate."""
-        origin, position = origin_digest(source.origin), source.position
+        origin, position = source.origin_digest(), source.position
         replay = session.state.is_replay(origin, position)
         if not replay:
             session.state.advance(origin, position)

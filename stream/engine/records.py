@@ -6,6 +6,7 @@ import base64
 import enum
 import json
 from dataclasses import dataclass
+from typing import Final
 
 import orjson
 
@@ -30,6 +31,18 @@ class Severity(enum.StrEnum):
 # The sources are not frozen for the same reason; nothing hashes them.
 
 
+# Origins are few (a file, a topic partition), so their digests are cached by what names them,
+# in plain dicts emptied when full: no origin string is made and hashed per record.
+_MAX_ORIGINS: Final = 4096
+_FILE_ORIGINS: Final[dict[str, int]] = {}
+_TOPIC_ORIGINS: Final[dict[str, dict[int, int]]] = {}
+
+
+def _digest_of(origin: str) -> int:
+    # a file's path may hold the surrogate escapes of bytes that are not UTF-8
+    return digest64(origin.encode("utf-8", "surrogatepass"))
+
+
 @dataclass(slots=True, init=False)
 class FileSource:
     path: str
@@ -42,6 +55,15 @@ class FileSource:
     @property
     def origin(self) -> str:
         return f"file:{self.path}"
+
+    def origin_digest(self) -> int:
+        """The digest of `origin`: what a session's state keeps of where it was read."""
+        digest = _FILE_ORIGINS.get(self.path)
+        if digest is None:
+            if len(_FILE_ORIGINS) >= _MAX_ORIGINS:
+                _FILE_ORIGINS.clear()
+            digest = _FILE_ORIGINS[self.path] = _digest_of(self.origin)
+        return digest
 
     @property
     def position(self) -> int:
@@ -65,6 +87,18 @@ class KafkaSource:
     @property
     def origin(self) -> str:
         return f"kafka:{self.topic}/{self.partition}"
+
+    def origin_digest(self) -> int:
+        """The digest of `origin`: what a session's state keeps of where it was read."""
+        partitions = _TOPIC_ORIGINS.get(self.topic)
+        if partitions is None:
+            if len(_TOPIC_ORIGINS) >= _MAX_ORIGINS:
+                _TOPIC_ORIGINS.clear()
+            partitions = _TOPIC_ORIGINS[self.topic] = {}
+        digest = partitions.get(self.partition)
+        if digest is None:
+            digest = partitions[self.partition] = _digest_of(self.origin)
+        return digest
 
     @property
     def position(self) -> int:

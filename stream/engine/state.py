@@ -13,8 +13,6 @@ from typing import Final
 
 from mypy_extensions import mypyc_attr
 
-from stream.engine.text import digest64
-
 # The engine's module constants are Final: compiled, they become C constants instead of
 # lookups in the module's dict.
 
@@ -104,7 +102,7 @@ class SessionState:
 
     def is_replay(self, origin: int, position: int) -> bool:
         """A record at or before the last one processed from the same origin was seen already
-        (`origin` is its `origin_digest`)."""
+        (`origin` is its source's `origin_digest()`)."""
         return self.origin == origin and position <= self.position
 
     def advance(self, origin: int, position: int) -> None:
@@ -155,22 +153,6 @@ class SessionState:
 
 _FIELD_NAMES = tuple(f.name for f in fields(SessionState))
 _DEFAULTS = [getattr(SessionState(), name) for name in _FIELD_NAMES]
-
-
-# Origins are few (a file, a topic partition), so their digests are cached: in a plain dict,
-# emptied when full, which compiled is a lookup where an lru_cache was a Python call.
-_ORIGIN_DIGESTS: Final[dict[str, int]] = {}
-_MAX_ORIGINS: Final = 4096
-
-
-def origin_digest(origin: str) -> int:
-    digest = _ORIGIN_DIGESTS.get(origin)
-    if digest is None:
-        if len(_ORIGIN_DIGESTS) >= _MAX_ORIGINS:
-            _ORIGIN_DIGESTS.clear()
-        # a file's path may hold the surrogate escapes of bytes that are not UTF-8
-        digest = _ORIGIN_DIGESTS[origin] = digest64(origin.encode("utf-8", "surrogatepass"))
-    return digest
 
 
 def source_hash(origin: int, position: int) -> int:
