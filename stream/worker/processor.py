@@ -162,9 +162,9 @@ class BatchProcessor:
                      owned: set[int] | None) -> int:
         cutoff = now - self.settings.session_ttl
         idle = {
-            sid: s.partition
-            for sid, s in self.store.sessions()
-            if s.touched < cutoff and (owned is None or s.partition in owned)
+            sid: partition
+            for sid, touched, partition in self.store.sessions()
+            if touched < cutoff and (owned is None or partition in owned)
         }
         return transaction.forget(idle) if idle else 0
 

@@ -84,9 +84,12 @@ class TableStore:
         data = self._memory.get(_memory_key(session_id, key))
         return codec.unpack(data) if data is not None else None
 
-    def sessions(self) -> Iterator[tuple[str, StoredSession]]:
+    def sessions(self) -> Iterator[tuple[str, float, int]]:
+        """Each stored session's id, when it was last written and its partition: what the
+        TTL sweep reads of every session, without building its state."""
         for key, data in list(self._sessions.items()):
-            yield key.decode(), StoredSession.from_bytes(data)
+            value = codec.unpack(data)
+            yield key.decode(), value[0], value[1]
 
     def size(self) -> tuple[int, int]:
         return len(self._sessions), len(self._memory)

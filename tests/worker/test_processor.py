@@ -25,7 +25,7 @@ def table_store() -> TableStore:
 
 
 def stored_sessions(store: TableStore) -> set[str]:
-    return {session_id for session_id, _ in store.sessions()}
+    return {session_id for session_id, _, _ in store.sessions()}
 
 
 def sessions_in_memory(store: TableStore) -> set[str]:

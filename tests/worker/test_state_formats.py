@@ -61,6 +61,10 @@ def _after_the_first_part(first: dict[str, list[bytes]], rest: dict[str, list[by
     return later, fixture.records(first, offsets)
 
 
+def _session_ids(store: TableStore) -> set[str]:
+    return {session_id for session_id, _, _ in store.sessions()}
+
+
 def _seen(outputs) -> list[tuple[str, bytes]]:
     return [(out.topic, out.value) for out in outputs]
 
@@ -106,7 +110,7 @@ def test_the_state_of_the_last_format_1_commit_continues_as_an_uninterrupted_run
     assert _seen(got.outputs) == _seen(expected.outputs)
     # the state is upgraded in place: every value written from now on is format 2
     assert {codec.format_of(r.value) for r in got.changelog if r.value} == {2}
-    assert dict(upgraded.sessions()).keys() == dict(uninterrupted.sessions()).keys()
+    assert _session_ids(upgraded) == _session_ids(uninterrupted)
 
 
 @pytest.mark.parametrize("changelog", [LAST_FORMAT_1, OLD_FINGERPRINT], ids=lambda p: p.stem)
@@ -181,3 +185,15 @@ def test_bytes_no_version_wrote_are_in_no_format(first_byte: int) -> None:
 
 def test_bytes_in_no_format_are_left_to_the_reader_that_starts_them_afresh() -> None:
     codec.check(b"\x00garbage", "a changelog")  # no refusal: not a newer format
+
+
+def test_sessions_0_1_0_wrote_are_forgotten_when_idle() -> None:
+    store = _store(fixture.read_changelog(LAST_FORMAT_1))
+    written = _session_ids(store)
+    processor = BatchProcessor(Engine(), store, SETTINGS)
+
+    assert processor.process([], fixture.NOW + SETTINGS.session_ttl - 1, sweep=True).forgotten == 0
+    swept = processor.process([], fixture.NOW + SETTINGS.session_ttl + 1, sweep=True)
+
+    assert swept.forgotten == len(written) > 0
+    assert store.size() == (0, 0)
