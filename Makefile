@@ -24,7 +24,7 @@ test-openclaw: $(VENV)/.installed $(OPENCLAW_STAMP)
 # compiler runs.
 test-pure: $(VENV)/.installed
 	SESSION_STREAM_PURE_PYTHON=1 $(BIN)/python -m pytest -q tests/engine tests/worker/test_processor.py \
-		tests/test_pure.py
+		tests/worker/test_tables.py tests/test_pure.py
 
 # The integration tests again, against Apache Kafka assembled from Maven Central.
 test-kafka: $(VENV)/.installed $(OPENCLAW_STAMP)

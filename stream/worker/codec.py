@@ -12,7 +12,9 @@ byte and are format 1: every one of them is an array (a session is [touched, par
 state], a remembered value a list), in MessagePack, whose first byte is 0x90-0x9f, 0xdc or
 0xdd, or, before 0a6424d, in JSON, whose first byte is "[" (0x5b). A format byte is 2-0x5a:
 MessagePack's positive fixints, which no array begins with, and below "[". So the first byte
-alone tells them apart.
+alone tells them apart. Format 2 holds format 1's lists; format 3 holds format 2's, and a
+stored session may carry a fourth item, the session's memory while it is small
+(`stream.worker.tables`).
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ import orjson
 
 from stream.formats import FormatTooNew
 
-STATE_FORMAT: Final = 2
-# The formats this version writes: the current one, and format 1 while workers of 0.1.0 may
-# still read the tables (`--upgrade-from 0.1`, docs/upgrading.md).
-WRITABLE: Final = (1, 2)
+STATE_FORMAT: Final = 3
+# The formats this version writes: the current one, and the one each earlier release reads
+# while its workers may still read the tables (`--upgrade-from`, docs/upgrading.md).
+WRITABLE: Final = (1, 2, 3)
 _TAG: Final = bytes([STATE_FORMAT])
 _JSON_ARRAY: Final = 0x5B
 _LAST_TAG: Final = _JSON_ARRAY - 1
@@ -38,7 +40,19 @@ _packer = msgpack.Packer(unicode_errors="surrogatepass")
 def pack(value: list, state_format: int = STATE_FORMAT) -> bytes:
     if state_format == STATE_FORMAT:
         return _TAG + _packer.pack(value)
-    return _packer.pack(value)
+    if state_format == 1:  # 0.1.0's values begin with the MessagePack array itself
+        return _packer.pack(value)
+    return bytes([state_format]) + _packer.pack(value)
+
+
+def pack_memory(memory: dict[str, list]) -> bytes:
+    """A session's memory as its stored value holds it (format 3): a map packed on its own,
+    which reading the value leaves as bytes until the memory is asked for."""
+    return _packer.pack(memory)
+
+
+def unpack_memory(data: bytes) -> dict[str, list]:
+    return msgpack.unpackb(data, unicode_errors="surrogatepass")
 
 
 def format_of(data: bytes) -> int:
@@ -66,7 +80,7 @@ def check(data: bytes, where: str) -> None:
 
 def unpack(data: bytes) -> list:
     found = format_of(data)
-    if found == STATE_FORMAT:
+    if 2 <= found <= STATE_FORMAT:  # MessagePack after the format's byte
         return msgpack.unpackb(memoryview(data)[1:], unicode_errors="surrogatepass")
     if found == 1:
         # Format 2 holds format 1's lists unchanged: read as they are (upgraded in place).

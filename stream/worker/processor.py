@@ -78,18 +78,24 @@ class OutRecord:
 
 
 class BatchMemory(Memory):
-    """A session's memory during one batch: reads through to the store, buffers writes."""
+    """A session's memory during one batch. While the session's stored value holds it
+    (`inline`), reads and writes go to the copy the batch decoded, which it stores whole;
+    else reads go through to the memory table, and `writes` buffers the batch's values."""
 
-    __slots__ = ("_session_id", "_store", "writes")
+    __slots__ = ("_session_id", "_store", "inline", "writes")
 
-    def __init__(self, store: TableStore, session_id: str) -> None:
+    def __init__(self, store: TableStore, session_id: str,
+                 inline: dict[str, list] | None) -> None:
         self._store = store
         self._session_id = session_id
-        self.writes: dict[str, list] = {}
+        self.inline = inline is not None
+        self.writes: dict[str, list] = inline if inline is not None else {}
 
     def get(self, key: str) -> list | None:
         value = self.writes.get(key)
-        return value if value is not None else self._store.recall(self._session_id, key)
+        if value is not None or self.inline:
+            return value
+        return self._store.recall(self._session_id, key)
 
     def put(self, key: str, value: list) -> None:
         self.writes[key] = value
@@ -152,8 +158,10 @@ class BatchProcessor:
         transaction = self.store.transaction()
         for session_id, opened in self._open.items():
             if owned is None or opened.partition in owned:
-                stored = StoredSession(opened.session.state, now, opened.partition)
-                transaction.save(session_id, stored, opened.memory.writes)
+                memory = opened.memory
+                stored = StoredSession(opened.session.state, now, opened.partition,
+                                       memory.writes if memory.inline else None)
+                transaction.save(session_id, stored, memory.writes)
         self._open.clear()
         forgotten = self._forget_idle(transaction, now, owned) if sweep else 0
         return ProcessedBatch(outputs, transaction.close(), forgotten)
@@ -162,22 +170,26 @@ class BatchProcessor:
                      owned: set[int] | None) -> int:
         cutoff = now - self.settings.session_ttl
         idle = {
-            sid: s.partition
-            for sid, s in self.store.sessions()
-            if s.touched < cutoff and (owned is None or s.partition in owned)
+            sid: partition
+            for sid, touched, partition in self.store.sessions()
+            if touched < cutoff and (owned is None or partition in owned)
         }
         return transaction.forget(idle) if idle else 0
 
     def _session(self, session_id: str, partition: int) -> _Open:
         opened = self._open.get(session_id)
         if opened is None:
-            memory = BatchMemory(self.store, session_id)
-            state = self._stored_state(session_id)
+            state, inline = self._stored(session_id)
+            memory = BatchMemory(self.store, session_id, inline)
             opened = _Open(Session(session_id, state, memory), memory, partition)
             self._open[session_id] = opened
         return opened
 
-    def _stored_state(self, session_id: str) -> SessionState:
+    def _stored(self, session_id: str) -> tuple[SessionState, dict[str, list] | None]:
+        """The session's state, and its memory when its stored value holds it, as a new
+        session's does. The memory table holds values of a session without a state only when
+        the changelog of the batch that moved them there landed in part: that batch is then
+        processed again as the first time, without them, and moves them again."""
         try:
             stored = self.store.load(session_id)
         except (ValueError, TypeError) as error:
@@ -185,8 +197,10 @@ class BatchProcessor:
             # where every rule that needs history stays silent.
             log.warning("unreadable state of a session (%s); starting it afresh",
                         type(error).__name__)
-            return SessionState()
-        return stored.state if stored is not None else SessionState()
+            return SessionState(), None  # what the memory table holds of it is still read
+        if stored is None:
+            return SessionState(), {}
+        return stored.state, stored.memory
 
     def _outputs(self, source: KafkaSource, key: bytes | None, verdict: Verdict,
                  headers: object) -> Iterator[OutRecord]:

@@ -1,23 +1,35 @@
 """The worker's state: the dicts of two memory:// Faust tables co-partitioned with the input
 topic (or two plain dicts: the benchmark counts what the worker would write with it).
 
-`sessions` maps a session id to its `StoredSession` (a few hundred bytes); `memory` maps
-session + key to one remembered id, idempotency key or tool call. The store owns how values
-are encoded (`codec`, in the state format it was given to write) and what a stored session
-is. A batch writes through a `TableTransaction`: its writes change the tables at once, and
-`close()` ends it with the changelog records that make them durable, which the batch's
-commit sends.
+`sessions` maps a session id to its `StoredSession`: its state (a few hundred bytes) and, while
+the session is small, its memory; `memory` maps session + key to one remembered id, idempotency
+key or tool call of a session whose memory outgrew its stored value. The store owns how values
+are encoded (`codec`, in the state format it was given to write), what a stored session is and
+where a session's memory lives. A batch writes through a `TableTransaction`: its writes change
+the tables at once, and `close()` ends it with the changelog records that make them durable,
+which the batch's commit sends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Final
 
 from stream.engine import SessionState
 from stream.worker import codec
 
 _SEP = b"\x00"
+# The first state format whose stored session can hold the session's memory.
+_INLINE_FORMAT: Final = 3
+# A session's memory lives in its stored value until it holds more than this many values, then
+# in the memory table for good. Most sessions stay small, and in the table every value costs a
+# key, a value and a dict slot, about 150 bytes held for 12-33 bytes of data: a million
+# three-entry sessions (`python -m bench.rss`) held 1.44 GiB with their six values each in the
+# table, 0.50 GiB with them in their stored values. But a state write rewrites the whole memory
+# held there: with 8 (a keyed user turn and its direct reply hold 7), the changelog of 1,040
+# interleaved corpus sessions grew from 86.5 to 97.2 bytes of values per entry, with 16 to 121.
+INLINE_VALUES: Final = 8
 
 
 @dataclass(slots=True)
@@ -25,14 +37,24 @@ class StoredSession:
     state: SessionState
     touched: float
     partition: int
+    # All the session remembers while it lives here (state format 3 on); None while it lives
+    # in the memory table.
+    memory: dict[str, list] | None = None
 
     def to_bytes(self, state_format: int = codec.STATE_FORMAT) -> bytes:
-        return codec.pack([int(self.touched), self.partition, self.state.to_list()],
-                          state_format)
+        value: list = [int(self.touched), self.partition, self.state.to_list()]
+        if self.memory is not None:
+            value.append(codec.pack_memory(self.memory))
+        return codec.pack(value, state_format)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> StoredSession:
-        touched, partition, state = codec.unpack(data)
+        value = codec.unpack(data)
+        if len(value) == 4:
+            touched, partition, state, memory = value
+            return cls(SessionState.from_list(state), touched, partition,
+                       codec.unpack_memory(memory))
+        touched, partition, state = value
         return cls(SessionState.from_list(state), touched, partition)
 
 
@@ -84,9 +106,12 @@ class TableStore:
         data = self._memory.get(_memory_key(session_id, key))
         return codec.unpack(data) if data is not None else None
 
-    def sessions(self) -> Iterator[tuple[str, StoredSession]]:
+    def sessions(self) -> Iterator[tuple[str, float, int]]:
+        """Each stored session's id, when it was last written and its partition: what the
+        TTL sweep reads of every session, without decoding its state or memory."""
         for key, data in list(self._sessions.items()):
-            yield key.decode(), StoredSession.from_bytes(data)
+            value = codec.unpack(data)
+            yield key.decode(), value[0], value[1]
 
     def size(self) -> tuple[int, int]:
         return len(self._sessions), len(self._memory)
@@ -108,11 +133,18 @@ class TableTransaction:
         self._changelog: list[ChangelogRecord] = []
         self._closed = False
 
-    def save(self, session_id: str, stored: StoredSession, memory: dict[str, list]) -> None:
+    def save(self, session_id: str, stored: StoredSession, written: dict[str, list]) -> None:
+        """Write a session's state and what its batch remembered (`written`). A memory that
+        lives in the stored value (`stored.memory`, `written` included) stays there while it
+        fits and the format holds it; else every value of it moves to the memory table."""
+        if stored.memory is not None and not self._holds(stored.memory):
+            written = stored.memory
+            stored.memory = None
         partition = stored.partition
-        for key, value in memory.items():
-            self._write(self._memory, self._memory_topic, partition,
-                        _memory_key(session_id, key), codec.pack(value, self._state_format))
+        if stored.memory is None:
+            for key, value in written.items():
+                self._write(self._memory, self._memory_topic, partition,
+                            _memory_key(session_id, key), codec.pack(value, self._state_format))
         self._write(self._sessions, self._sessions_topic, partition, session_id.encode(),
                     stored.to_bytes(self._state_format))
 
@@ -127,6 +159,10 @@ class TableTransaction:
             self._write(self._sessions, self._sessions_topic, partition, session_id.encode(),
                         None)
         return len(sessions)
+
+    def _holds(self, memory: dict[str, list]) -> bool:
+        """Whether a stored session in this transaction's format holds `memory`."""
+        return self._state_format >= _INLINE_FORMAT and len(memory) <= INLINE_VALUES
 
     def close(self) -> list[ChangelogRecord]:
         """End the transaction: the changelog records of its writes, in write order. A write

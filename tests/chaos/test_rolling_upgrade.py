@@ -1,9 +1,10 @@
-"""A rolling upgrade from state format 1 (0.1.0) on a real broker: workers of the last commit that
-wrote it process the first part of a stream, then are replaced one by one by this version while
-input continues, in the two rounds docs/upgrading.md prescribes (first `--upgrade-from 0.1`, then
-without), partitions moving between old and new workers, and the first part sent again after the
-upgrade (redeliveries across the change). The clean topic must equal the offline clean of the
-whole input, the alerts an uninterrupted run's, nothing lost or doubled (wait_for_outputs).
+"""A rolling upgrade from state format 1 (0.1.0) and from state format 2 (0.2.0) on a real
+broker: workers of the last commit that wrote the format process the first part of a stream,
+then are replaced one by one by this version while input continues, in the two rounds
+docs/upgrading.md prescribes (first `--upgrade-from <release>`, then without), partitions moving
+between old and new workers, and the first part sent again after the upgrade (redeliveries
+across the change). The clean topic must equal the offline clean of the whole input, the alerts
+an uninterrupted run's, nothing lost or doubled (wait_for_outputs).
 
 The old workers run that commit's source (`git archive` of it into a temporary folder) on this
 virtualenv, uncompiled; its dependencies are this version's. The commit must be in the clone's
@@ -13,8 +14,6 @@ then the test is skipped saying so.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -24,31 +23,15 @@ import pytest
 from stream.kafka.admin import ensure_topics
 from stream.worker import codec
 from stream.worker.app import changelog_topics
+from tests.support import old_release
 from tests.support.harness import WorkerProcess, consume_all, produce, run, worker_settings
 from tests.support.outputs import wait_for_outputs
 from tests.support.workload import workload
 
 pytestmark = pytest.mark.integration
 
-LAST_FORMAT_1 = "a76737c"
-REPO = Path(__file__).parents[2]
-
-
-@pytest.fixture(scope="module")
-def format_1_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    git = shutil.which("git")
-    if git is None or not (REPO / ".git").exists():
-        pytest.skip("the rolling upgrade runs the last format-1 commit's code: no git checkout")
-    found = subprocess.run([git, "-C", str(REPO), "cat-file", "-e", f"{LAST_FORMAT_1}^{{commit}}"],
-                           capture_output=True, check=False)
-    if found.returncode != 0:
-        pytest.skip(f"commit {LAST_FORMAT_1} (the last that wrote state format 1) is not in "
-                    "this clone's history (a shallow clone?)")
-    tree = tmp_path_factory.mktemp("format-1")
-    archive = subprocess.run([git, "-C", str(REPO), "archive", LAST_FORMAT_1, "stream"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return tree
+# Each release upgraded from: the last commit that wrote its state format, and that format.
+RELEASES = {"0.1": ("a76737c", 1), "0.2": ("29b7df1", 2)}
 
 
 def _produce_slowly(settings, records, chunks: int = 10) -> threading.Thread:
@@ -65,14 +48,18 @@ def _produce_slowly(settings, records, chunks: int = 10) -> threading.Thread:
     return thread
 
 
-def test_a_rolling_upgrade_from_format_1_loses_and_doubles_nothing(
-        broker, tmp_path: Path, format_1_tree: Path) -> None:
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_rolling_upgrade_loses_and_doubles_nothing(
+        broker, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, release: str) -> None:
+    commit, old_format = RELEASES[release]
+    old_tree = old_release.source_tree(commit, f"the last that wrote state format {old_format}",
+                                       tmp_path_factory)
     records = workload(1200, 40, seed=26)
     first, second, third = records[:400], records[400:800], records[800:]
     again = first[:150]  # sent again once every worker is new: redeliveries across the upgrade
-    settings = worker_settings(broker, "rolling-upgrade", tmp_path, batch_size=50,
+    settings = worker_settings(broker, f"rolling-upgrade-{release}", tmp_path, batch_size=50,
                                session_timeout=6.0)
-    upgrading = settings.replace(upgrade_from="0.1")
+    upgrading = settings.replace(upgrade_from=release)
 
     def worker(name: str, version_settings, tree: Path | None = None) -> WorkerProcess:
         # `python -m` imports `stream` from the working folder first: the log's folder
@@ -82,18 +69,19 @@ def test_a_rolling_upgrade_from_format_1_loses_and_doubles_nothing(
 
     ensure_topics(settings, changelog_topics(settings))
     run(produce(settings, first))
-    old = [worker("old-a", settings, format_1_tree), worker("old-b", settings, format_1_tree)]
+    old = [worker("old-a", settings, old_tree), worker("old-b", settings, old_tree)]
     running = list(old)
     try:
         wait_for_outputs(settings, first, timeout=90, workers=running)
-        # Round 1: each old worker in turn replaced by one writing format 1, input flowing.
+        # Round 1: each old worker in turn replaced by one writing the old format, input
+        # flowing.
         feeding = _produce_slowly(settings, second)
         for number, previous in enumerate(old):
             previous.stop()
             running.remove(previous)
             running.append(worker(f"upgrading-{number}", upgrading))
         feeding.join()
-        # Round 2: every worker is new; each restarted writing format 2.
+        # Round 2: every worker is new; each restarted writing format 3.
         feeding = _produce_slowly(settings, third + again)
         for number, previous in enumerate(list(running)):
             previous.stop()
@@ -105,9 +93,9 @@ def test_a_rolling_upgrade_from_format_1_loses_and_doubles_nothing(
     finally:
         for process in running:
             process.stop()
-    for log in (format_1_tree / "old-a.log", tmp_path / "new-0.log"):
+    for log in (old_tree / "old-a.log", tmp_path / "new-0.log"):
         assert "unreadable state" not in log.read_text(errors="replace")
-    # both formats were written, in order: format 1 by the old and the upgrading workers, then 2
+    # both formats were written: the old one by the old and the upgrading workers, then 3
     written = run(consume_all(settings, changelog_topics(settings)[0]))
     formats = [codec.format_of(record.value) for record in written if record.value]
-    assert set(formats) == {1, 2}
+    assert set(formats) == {old_format, 3}

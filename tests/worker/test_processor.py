@@ -25,7 +25,7 @@ def table_store() -> TableStore:
 
 
 def stored_sessions(store: TableStore) -> set[str]:
-    return {session_id for session_id, _ in store.sessions()}
+    return {session_id for session_id, _, _ in store.sessions()}
 
 
 def sessions_in_memory(store: TableStore) -> set[str]:
@@ -47,6 +47,12 @@ def session_lines(session_id: str = "s1") -> list[bytes]:
         mirror("Hello! How can I help?"),
         user("thanks"),
     ])
+
+
+def long_session_lines(session_id: str, turns: int = 6) -> list[bytes]:
+    """More than a stored session holds of a memory (INLINE_VALUES): a few turns."""
+    later = [item for n in range(turns) for item in (user(f"and {n}?"), assistant(f"{n}."))]
+    return encode([header(session_id), user("hi", parent=None), *later])
 
 
 def outputs_of(processor: BatchProcessor, batch, now: float = 1000.0) -> list:
@@ -111,14 +117,20 @@ def test_records_without_a_usable_key_or_value_are_dead_lettered() -> None:
 
 def test_a_batch_carries_the_changelog_of_the_state_it_wrote() -> None:
     store = table_store()
-    batch = BatchProcessor(Engine(), store, SETTINGS).process(records("s1", session_lines()),
-                                                              1000.0)
-    assert {(r.topic, r.partition) for r in batch.changelog} == {
+    processor = BatchProcessor(Engine(), store, SETTINGS)
+    small = processor.process(records("s1", session_lines()), 1000.0)
+    grown = processor.process(records("s2", long_session_lines("s2")), 1000.0)
+
+    # a small session: its state, which holds its memory
+    assert [(r.topic, r.partition, r.key) for r in small.changelog] == [
+        ("sessions-changelog", 2, b"s1")]
+    assert small.changelog[0].value == store._sessions[b"s1"]
+    # a larger one: the state comes last, after the memory values it refers to
+    assert {(r.topic, r.partition) for r in grown.changelog} == {
         ("memory-changelog", 2), ("sessions-changelog", 2)}
-    # the session's state comes last, after the memory values it refers to
-    assert (batch.changelog[-1].topic, batch.changelog[-1].key) == ("sessions-changelog", b"s1")
-    assert batch.changelog[-1].value == store._sessions[b"s1"]
-    assert {r.key: r.value for r in batch.changelog[:-1]} == store._memory
+    assert (grown.changelog[-1].topic, grown.changelog[-1].key) == ("sessions-changelog", b"s2")
+    assert grown.changelog[-1].value == store._sessions[b"s2"]
+    assert {r.key: r.value for r in grown.changelog[:-1]} == store._memory
 
 
 def test_a_closed_transaction_takes_no_more_writes() -> None:
@@ -166,21 +178,31 @@ def test_idle_sessions_are_forgotten_with_their_memory() -> None:
     store = table_store()
     processor = BatchProcessor(Engine(), store, SETTINGS)
     processor.process(records("old", session_lines("old")), 1000.0)
-    processor.process(records("new", session_lines("new"), partition=1), 1000.0 + 3000)
+    processor.process(records("old-long", long_session_lines("old-long")), 1000.0)
+    processor.process(records("new", long_session_lines("new"), partition=1), 1000.0 + 3000)
+    remembered = len(store._memory)
     assert processor.process([], 1000.0 + 3000, sweep=True).forgotten == 0
     swept = processor.process([], 1000.0 + 3700, sweep=True)
-    assert swept.forgotten == 1
+    assert swept.forgotten == 2
     assert stored_sessions(store) == {"new"} and sessions_in_memory(store) == {"new"}
-    # tombstones for the session and each of its memory values, on their partition
+    # tombstones for the sessions and each value of a memory in the memory table, on their
+    # partition (a small session's memory goes with its state)
     assert {(r.partition, r.value) for r in swept.changelog} == {(2, None)}
-    assert len(swept.changelog) == 1 + sum(
-        r.topic == "memory-changelog" for r in swept.changelog)
+    assert sorted(r.key for r in swept.changelog if r.topic == "sessions-changelog") == [
+        b"old", b"old-long"]
+    assert sum(r.topic == "memory-changelog" for r in swept.changelog) == remembered - len(
+        store._memory) > 0
 
 
 def test_an_idle_session_stores_a_few_hundred_bytes() -> None:
     store = table_store()
-    BatchProcessor(Engine(), store, SETTINGS).process(records("s1", session_lines()), 1000.0)
-    assert len(store._sessions[b"s1"]) <= 300
+    processor = BatchProcessor(Engine(), store, SETTINGS)
+    processor.process(records("s1", session_lines()), 1000.0)
+    processor.process(records("s2", long_session_lines("s2")), 1000.0)
+    # a small one in its state, memory included; a larger one's state, and each value of its
+    # memory in the table
+    assert len(store._sessions[b"s1"]) <= 400
+    assert len(store._sessions[b"s2"]) <= 300
     assert max(len(value) for value in store._memory.values()) <= 120
 
 
@@ -203,8 +225,9 @@ def test_sessions_of_partitions_taken_away_during_the_batch_are_not_written() ->
     processor = BatchProcessor(Engine(), store, SETTINGS)
     batch = [*records("kept-here", session_lines("kept-here"), partition=1),
              *records("moved-away", session_lines("moved-away"), partition=2)]
+    batch += records("grown-away", long_session_lines("grown-away"), partition=2)
     written = processor.process(batch, 1000.0, owned={1})
-    assert stored_sessions(store) == {"kept-here"} and sessions_in_memory(store) == {"kept-here"}
+    assert stored_sessions(store) == {"kept-here"} and sessions_in_memory(store) == set()
     assert {r.partition for r in written.changelog} == {1}
 
 

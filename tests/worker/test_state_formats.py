@@ -1,9 +1,10 @@
-"""State formats across an upgrade (CHANGELOG.md, docs/upgrading.md): the state 0.1.0 wrote is
-read and upgraded in place, a redelivery across the upgrade is still dropped as one, and a
-format newer than this version reads is refused.
+"""State formats across an upgrade (CHANGELOG.md, docs/upgrading.md): the state 0.1.0 and 0.2.0
+wrote is read and upgraded in place, a redelivery across the upgrade is still dropped as one, a
+worker upgrading from a release writes what that release wrote, and a format newer than this
+version reads is refused.
 
-tests/data/state-format-1 holds the changelog records older commits wrote for the first half
-of the fixture sessions (tests/data/README.md says how they were made)."""
+tests/data/state-format-1 and state-format-2 hold the changelog records older commits wrote for
+the first half of the fixture sessions (tests/data/README.md says how they were made)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ import msgpack
 import orjson
 import pytest
 
+import stream
 from stream.engine import Engine
-from stream.formats import FormatTooNew
+from stream.formats import FormatTooNew, state_format_for, upgrade_from
 from stream.settings import Settings
 from stream.worker import codec
 from stream.worker.processor import BatchProcessor, InRecord
-from stream.worker.tables import TableStore
+from stream.worker.tables import StoredSession, TableStore
 from tests.support import state_format_fixture as fixture
 
 DATA = Path(__file__).parents[1] / "data"
@@ -27,6 +29,8 @@ FORMAT_1 = DATA / "state-format-1"
 # every remembered entry keeps.
 LAST_FORMAT_1 = FORMAT_1 / "a76737c.changelog.jsonl"
 OLD_FINGERPRINT = FORMAT_1 / "1955465.changelog.jsonl"
+# The last commit that wrote format 2 (0.2.0): every memory value in the memory table.
+LAST_FORMAT_2 = DATA / "state-format-2" / "29b7df1.changelog.jsonl"
 SETTINGS = Settings.load(environ={})
 
 
@@ -61,6 +65,16 @@ def _after_the_first_part(first: dict[str, list[bytes]], rest: dict[str, list[by
     return later, fixture.records(first, offsets)
 
 
+def _session_ids(store: TableStore) -> set[str]:
+    return {session_id for session_id, _, _ in store.sessions()}
+
+
+def _stored_memory(store: TableStore) -> list[tuple[bytes, dict | None]]:
+    """Each stored session's memory held in its stored value (None: in the memory table)."""
+    return [(key, StoredSession.from_bytes(value).memory)
+            for key, value in store._sessions.items()]
+
+
 def _seen(outputs) -> list[tuple[str, bytes]]:
     return [(out.topic, out.value) for out in outputs]
 
@@ -86,30 +100,50 @@ def test_a_value_names_its_format_in_its_first_byte() -> None:
 
     packed = codec.pack(value)
 
-    assert packed[0] == codec.STATE_FORMAT == 2
-    assert codec.format_of(packed) == 2
+    assert packed[0] == codec.STATE_FORMAT == 3
+    assert codec.format_of(packed) == 3
     assert codec.unpack(packed) == value
+    assert codec.pack(value, 2) == b"\x02" + msgpack.packb(value)  # what 0.2.0 reads
     assert codec.pack(value, 1) == msgpack.packb(value)  # what 0.1.0 reads
-    assert codec.unpack(codec.pack(value, 1)) == value
+    for state_format in (1, 2):
+        assert codec.format_of(codec.pack(value, state_format)) == state_format
+        assert codec.unpack(codec.pack(value, state_format)) == value
 
 
-def test_the_state_of_the_last_format_1_commit_continues_as_an_uninterrupted_run() -> None:
+@pytest.mark.parametrize(("given", "release", "state_format"),
+                         [("0.1", "0.1", 1), ("0.1.0", "0.1", 1), ("0.2", "0.2", 2),
+                          ("0.2.0", "0.2", 2), ("", "", None)])
+def test_upgrade_from_names_the_release_whose_format_is_written(
+        given: str, release: str, state_format: int | None) -> None:
+    assert upgrade_from(given) == release
+    assert state_format_for(release) == state_format
+
+
+def test_upgrade_from_refuses_a_release_it_does_not_know() -> None:
+    with pytest.raises(ValueError, match=r"takes one of 0\.1, 0\.2 "):
+        upgrade_from("0.3")
+
+
+@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, LAST_FORMAT_2], ids=lambda p: p.stem)
+def test_the_state_of_the_last_commit_of_a_format_continues_as_an_uninterrupted_run(
+        changelog: Path) -> None:
     first, rest = _parts()
     later, again = _after_the_first_part(first, rest)
     uninterrupted = _store()
     _process(uninterrupted, fixture.records(first))
-    upgraded = _store(fixture.read_changelog(LAST_FORMAT_1))
+    upgraded = _store(fixture.read_changelog(changelog))
 
     expected = _process(uninterrupted, later + again)
     got = _process(upgraded, later + again)
 
     assert _seen(got.outputs) == _seen(expected.outputs)
-    # the state is upgraded in place: every value written from now on is format 2
-    assert {codec.format_of(r.value) for r in got.changelog if r.value} == {2}
-    assert dict(upgraded.sessions()).keys() == dict(uninterrupted.sessions()).keys()
+    # the state is upgraded in place: every value written from now on is format 3
+    assert {codec.format_of(r.value) for r in got.changelog if r.value} == {3}
+    assert _session_ids(upgraded) == _session_ids(uninterrupted)
 
 
-@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, OLD_FINGERPRINT], ids=lambda p: p.stem)
+@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, OLD_FINGERPRINT, LAST_FORMAT_2],
+                         ids=lambda p: p.stem)
 def test_an_entry_redelivered_across_the_upgrade_is_dropped_as_a_redelivery(
         changelog: Path) -> None:
     first, rest = _parts()
@@ -127,35 +161,67 @@ def test_an_entry_redelivered_across_the_upgrade_is_dropped_as_a_redelivery(
     assert _seen(got.outputs) == _seen(_process(uninterrupted, again).outputs)
 
 
+def test_a_worker_upgrading_from_0_2_writes_what_0_2_0_wrote() -> None:
+    first, _ = _parts()
+
+    written = _process(_store(state_format=2), fixture.records(first)).changelog
+
+    assert [(r.key, r.value) for r in written] == [
+        fixture.decoded(orjson.loads(line)) for line in LAST_FORMAT_2.read_bytes().splitlines()]
+
+
 def test_a_worker_upgrading_from_0_1_writes_what_0_1_0_reads() -> None:
     # 0.1.0 reads a value as MessagePack from its first byte: format 1 is format 2 untagged.
     first, _ = _parts()
 
     untagged = _process(_store(state_format=1), fixture.records(first)).changelog
-    tagged = _process(_store(), fixture.records(first)).changelog
+    tagged = _process(_store(state_format=2), fixture.records(first)).changelog
 
     assert [(r.key, r.value) for r in untagged] == [
         (r.key, r.value[1:] if r.value else r.value) for r in tagged]
     assert {codec.format_of(r.value) for r in untagged if r.value} == {1}
-    assert {r.value[0] for r in tagged if r.value} == {codec.STATE_FORMAT}
+    assert {r.value[0] for r in tagged if r.value} == {2}
+
+
+@pytest.mark.parametrize("release", ["0.1", "0.2"])
+def test_a_worker_upgrading_from_a_release_moves_the_memory_a_newer_worker_kept_in_a_state(
+        release: str) -> None:
+    """Mid-upgrade, a worker of the second round (format 3) may write a session that one of
+    the first round then takes over: it writes it in the old release's format, every value
+    remembered in the memory table, and continues it as an uninterrupted run would."""
+    first, rest = _parts()
+    later, again = _after_the_first_part(first, rest)
+    uninterrupted = _store()
+    _process(uninterrupted, fixture.records(first))
+    newer = _store()
+    _process(newer, fixture.records(first))
+    assert any(memory for _, memory in _stored_memory(newer))  # format 3 kept some there
+    upgrading = _store((newer._sessions, newer._memory), state_format_for(release))
+
+    got = _process(upgrading, later + again)
+
+    assert _seen(got.outputs) == _seen(_process(uninterrupted, later + again).outputs)
+    assert {codec.format_of(r.value) for r in got.changelog if r.value} == {
+        state_format_for(release)}
+    assert all(memory is None for _, memory in _stored_memory(upgrading))
 
 
 def test_a_value_of_a_newer_format_is_refused_naming_both_formats() -> None:
-    future = bytes([3]) + msgpack.packb([1, 2, []])
+    future = bytes([4]) + msgpack.packb([1, 2, []])
 
     with pytest.raises(FormatTooNew) as refused:
         codec.check(future, "session-stream-sessions-changelog partition 1")
 
     assert str(refused.value).startswith(
-        "session-stream-sessions-changelog partition 1 holds state format 3, newer than "
-        "session-stream 0.2.0 reads (state format 2)")
+        "session-stream-sessions-changelog partition 1 holds state format 4, newer than "
+        f"session-stream {stream.__version__} reads (state format 3)")
     with pytest.raises(FormatTooNew):
         codec.unpack(future)
 
 
 def test_a_session_of_a_newer_format_is_not_started_afresh() -> None:
     # An unreadable value is started afresh (a warning); a newer one must not be misread so.
-    store = _store(({b"s": bytes([3]) + msgpack.packb([1, 2, []])}, {}))
+    store = _store(({b"s": bytes([4]) + msgpack.packb([1, 2, []])}, {}))
     first, _ = _parts()
     session_id, lines = next(iter(first.items()))
 
@@ -181,3 +247,16 @@ def test_bytes_no_version_wrote_are_in_no_format(first_byte: int) -> None:
 
 def test_bytes_in_no_format_are_left_to_the_reader_that_starts_them_afresh() -> None:
     codec.check(b"\x00garbage", "a changelog")  # no refusal: not a newer format
+
+
+@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, LAST_FORMAT_2], ids=lambda p: p.stem)
+def test_sessions_an_older_release_wrote_are_forgotten_when_idle(changelog: Path) -> None:
+    store = _store(fixture.read_changelog(changelog))
+    written = _session_ids(store)
+    processor = BatchProcessor(Engine(), store, SETTINGS)
+
+    assert processor.process([], fixture.NOW + SETTINGS.session_ttl - 1, sweep=True).forgotten == 0
+    swept = processor.process([], fixture.NOW + SETTINGS.session_ttl + 1, sweep=True)
+
+    assert swept.forgotten == len(written) > 0
+    assert store.size() == (0, 0)

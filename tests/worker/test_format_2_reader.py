@@ -1,0 +1,49 @@
+"""What 0.2.0 (the last commit that wrote state format 2) does with the state of this version
+during a rolling upgrade: it refuses format 3 (FormatTooNew, which stops its worker at recovery)
+rather than misreading it, and continues what a worker upgrading from it
+(`--upgrade-from 0.2`) wrote, every redelivery dropped as one (docs/upgrading.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.support import old_release
+from tests.support import state_format_fixture as fixture
+from tests.worker.test_state_formats import _after_the_first_part, _parts, _process, _store
+
+LAST_FORMAT_2 = "29b7df1"
+
+
+@pytest.fixture(scope="module")
+def format_2_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return old_release.source_tree(LAST_FORMAT_2, "the last that wrote state format 2",
+                                   tmp_path_factory)
+
+
+def test_0_2_0_refuses_format_3_and_continues_what_a_worker_upgrading_from_it_wrote(
+        format_2_tree: Path) -> None:
+    first, rest = _parts()
+    later, again = _after_the_first_part(first, rest)
+    new = _store()
+    _process(new, fixture.records(first))
+    upgrading = _store(state_format=2)
+    _process(upgrading, fixture.records(first))
+    uninterrupted = _store(state_format=2)
+    _process(uninterrupted, fixture.records(first))
+
+    refused = old_release.process(format_2_tree, (new._sessions, new._memory), again)
+    read = old_release.process(format_2_tree, (upgrading._sessions, upgrading._memory),
+                               later + again)
+
+    assert refused.error is not None and refused.error.startswith(
+        "FormatTooNew: a table value holds state format 3, newer than session-stream 0.2.0 "
+        "reads (state format 2)")
+    assert "unreadable state" not in refused.log
+    assert read.error is None and "unreadable state" not in read.log
+    assert read.kinds.count("redelivery") > len(again) / 2
+    expected = _process(uninterrupted, later + again).outputs
+    assert read.outputs == [[out.topic, orjson.loads(out.value).get("kind")]
+                            for out in expected]
