@@ -44,14 +44,16 @@ Record = tuple[bytes, bytes] | tuple[bytes, bytes, Headers]
 Send = Callable[[list[Record]], Awaitable[object]]
 P = TypeVar("P")
 DEFAULT_POLL_INTERVAL = 1.0
-# Seconds between the starts of two rounds of a live source at most. News can come every few ms
-# (an event per message, a look at the store's counter every 10 ms while it is written to), and
-# each round costs a produce request, a record batch per partition it touches and a checkpoint
-# write. The broker pays for the batches at every fetch after (Tansu's in-memory store lists a
-# partition's batches on each), so at 200 rows/s the gateway source's p99 rose with 80 rounds a
-# second (10 ms) and fell with 47 (20 ms), as many as the producer's old 10 ms linger gave,
-# whose wait a row now spends before its read instead of after it (docs/performance.md).
-ROUND_INTERVAL = 0.02
+# Seconds between the starts of two rounds of a live source at least. News can come every few
+# ms (an event per message, a look at the store's counter every 10 ms while it is written to),
+# and each round costs a produce request, a record batch per partition it touches and a
+# checkpoint write. The broker pays for the batches at every fetch after (Tansu's in-memory
+# store lists a partition's batches on each), so at 200 rows/s in bench's source latency run
+# the gateway source's p99 was 134-164 ms with rounds every 10 ms (80 a second), 110-117 every
+# 20 ms (47), 90-100 every 30 ms (32) and 112-143 every 40 ms, p50 52-56 ms but for the last
+# (60): a row waits for its round before its read, where it waited for the producer's 10 ms
+# linger after it (docs/performance.md).
+ROUND_INTERVAL = 0.03
 
 
 class SourceError(RuntimeError):
