@@ -49,7 +49,7 @@ DEFAULT_POLL_INTERVAL = 1.0
 # and each round costs a produce request, a record batch per partition it touches and a
 # checkpoint write. The broker pays for the batches at every fetch after (Tansu's in-memory
 # store lists a partition's batches on each), so at 200 rows/s in bench's source latency run
-# the gateway source's p99 was 134-164 ms with rounds every 10 ms (80 a second), 110-117 every
+# the gateway source's p99 was 120-164 ms with rounds every 10 ms (80 a second), 110-117 every
 # 20 ms (47), 90-100 every 30 ms (32) and 112-143 every 40 ms, p50 52-56 ms but for the last
 # (60): a row waits for its round before its read, where it waited for the producer's 10 ms
 # linger after it (docs/performance.md).

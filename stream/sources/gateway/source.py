@@ -10,10 +10,10 @@ deletion, compaction or rewind, has the whole store looked at. The whole store i
 at every poll interval (one PRAGMA when nothing changed), and a commit to a store wakes the
 source within CHANGE_INTERVAL (the store's change counter; a fifth of it while events or commits
 say the store is being written to) to read the sessions appended to, so rows that came with no
-event arrive all the same and about as soon, while the socket is down
-too, and after every (re)connect, because events sent while the source was away are not
-replayed: a gateway restart or a dropped socket loses nothing and, the checkpoint moving only
-after the broker's acknowledgement, sends nothing twice.
+event arrive all the same and about as soon, while the socket is down too, and after every
+(re)connect, because events sent while the source was away are not replayed: a gateway restart
+or a dropped socket loses nothing and, the checkpoint moving only after the broker's
+acknowledgement, sends nothing twice.
 """
 
 from __future__ import annotations
