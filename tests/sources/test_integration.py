@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from stream.brokers import RunningBroker
 from stream.consumers.tail import read_topic
@@ -132,7 +133,7 @@ def test_a_live_sources_round_is_acknowledged_without_waiting_for_a_linger(
     create_topics(broker.bootstrap, [topic], partitions=4)
     settings = Settings.load(None, {"SESSION_STREAM_BROKER": broker.url})
 
-    async def round_trips(producer) -> list[float]:
+    async def round_trips(producer: AIOKafkaProducer) -> list[float]:
         await producer.start()
         try:
             times = []
