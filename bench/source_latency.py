@@ -9,9 +9,10 @@ consumer of the clean topic in this process; the sessions' headers go through fi
 pipeline is warm and the group joined before anything is timed), then the steady load. An
 entry's latency is the time its record was received from the clean topic less the time just
 after its commit (one clock: one machine). Both sources run with their defaults (a whole-store
-read every 1 s, a look at the store's change counter every 20 ms). Every third row is a custom
-row with no event (`bench/openclaw_standin.py`), reported apart as `no_event`. Once everything
-is through, the source's CPU is read from /proc over IDLE_SECONDS of an idle store.
+read every 1 s, a look at the store's change counter every 50 ms, 10 ms while the store is
+written to). Every third row is a custom row with no event (`bench/openclaw_standin.py`),
+reported apart as `no_event`. Once everything is through, the source's CPU is read from /proc
+over IDLE_SECONDS of an idle store.
 """
 
 from __future__ import annotations

@@ -53,8 +53,13 @@ class DeliveryFailed(Exception):
     broker had them all (a retry would only fail again)."""
 
 
-def make_producer(settings: Settings) -> AIOKafkaProducer:
+def make_producer(settings: Settings, *, linger_ms: int = 10) -> AIOKafkaProducer:
     """The producer of every component; call it inside the event loop.
+
+    `linger_ms` is how long an open batch waits for more records before it goes out. The
+    records of one `send_records` call are appended before the producer's sender runs (up to
+    its window), so they leave together whatever the linger: a caller that sends all it has at
+    once, as the live sources do, gains nothing by waiting and gives 0.
 
     The default partitioner hashes keys with murmur2 like the Java and librdkafka clients, so
     a session lands on the same partition whichever client published it. aiokafka keeps one
@@ -65,7 +70,7 @@ def make_producer(settings: Settings) -> AIOKafkaProducer:
         **client_options(settings),
         acks="all",
         enable_idempotence=False,
-        linger_ms=10,
+        linger_ms=linger_ms,
         max_batch_size=1024 * 1024,
         # what the project's topics accept
         max_request_size=MAX_RECORD_BYTES,

@@ -6,9 +6,10 @@ they are delivered, without moving. The loop sends them through the producer of
 `commit()`, which moves the source and saves its checkpoint. A crash between the two re-sends
 the batch on restart (at-least-once; the worker drops repeated entry ids), and never skips it.
 
-A live source (`LiveSource`: the gateway source) also runs a watcher beside the loop, which says
-when there is news (an event on the gateway's bus); the loop then polls at once instead of
-waiting for the next interval.
+A live source (`LiveSource`: the gateway source, follow-sqlite) also runs a watcher beside the
+loop, which says when there is news (an event on the gateway's bus, a commit to the store); the
+loop then polls at once instead of waiting for the next interval, but starts a round (poll,
+send, commit) at most every ROUND_INTERVAL, so that news arriving faster goes out together.
 
 A broker that goes away is waited for (`stream.kafka.retry`): the batch is sent again, with
 backoff, until the broker acknowledges it, and only then checkpointed, so the source goes on
@@ -22,12 +23,14 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Protocol, TextIO, TypeVar, runtime_checkable
 
+from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from stream.kafka.admin import ensure_input_topic
@@ -41,6 +44,16 @@ Record = tuple[bytes, bytes] | tuple[bytes, bytes, Headers]
 Send = Callable[[list[Record]], Awaitable[object]]
 P = TypeVar("P")
 DEFAULT_POLL_INTERVAL = 1.0
+# Seconds between the starts of two rounds of a live source at least. News can come every few
+# ms (an event per message, a look at the store's counter every 10 ms while it is written to),
+# and each round costs a produce request, a record batch per partition it touches and a
+# checkpoint write. The broker pays for the batches at every fetch after (Tansu's in-memory
+# store lists a partition's batches on each), so at 200 rows/s in bench's source latency run
+# the gateway source's p99 was 120-164 ms with rounds every 10 ms (80 a second), 110-117 every
+# 20 ms (47), 90-100 every 30 ms (32) and 112-143 every 40 ms, p50 52-56 ms but for the last
+# (60): a row waits for its round before its read, where it waited for the producer's 10 ms
+# linger after it (docs/performance.md).
+ROUND_INTERVAL = 0.03
 
 
 class SourceError(RuntimeError):
@@ -81,9 +94,12 @@ async def pump(
     stop: asyncio.Event | None = None,
     broker: str = "",
     backoff: Backoff | None = None,
+    round_interval: float = 0.0,
 ) -> int:
     """Poll, send, commit until `stop` is set (or, with `once`, until nothing is left to read).
 
+    A round that follows news or the poll interval starts `round_interval` after the one before
+    it at the earliest; one that goes on with a batch cut short (`more`) starts at once.
     Returns the number of records sent. A send the broker's absence failed is repeated with
     `backoff` until it succeeds (stream.kafka.retry); a stop meanwhile leaves the batch
     uncommitted, for the next run to send. Any other failing send raises before the commit.
@@ -98,6 +114,7 @@ async def pump(
     try:
         while not stop.is_set():
             news.clear()  # before the poll: news arriving during it is not lost
+            started = time.monotonic()
             batch = source.poll()
             if batch.records:
                 try:
@@ -114,6 +131,8 @@ async def pump(
             if once:
                 break
             await _next_round(stop, news, watcher, poll_interval)
+            if not stop.is_set():
+                await _not_before(started + round_interval)
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -140,9 +159,22 @@ async def _next_round(
         watcher.result()  # raises its error; a watcher only returns once stopped
 
 
+def source_producer(settings: Settings) -> AIOKafkaProducer:
+    """A round's records are sent at once and awaited: lingering would only hold them back
+    (10 ms a row, and the next round's rows behind them)."""
+    return make_producer(settings, linger_ms=0)
+
+
+async def _not_before(moment: float) -> None:
+    """Waits until `moment` (time.monotonic()); news meanwhile is read by the round after."""
+    delay = moment - time.monotonic()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
 async def publish(settings: Settings, source: Source[P], poll_interval: float, once: bool) -> int:
     """Run `pump` with the shared producer until done or SIGINT/SIGTERM; returns records sent."""
-    producer = make_producer(settings)
+    producer = source_producer(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Stopping between batches lets the last acknowledged batch be checkpointed, so a
@@ -156,7 +188,7 @@ async def publish(settings: Settings, source: Source[P], poll_interval: float, o
             await send_records(producer, settings.input_topic, records)
 
         return await pump(source, send, poll_interval=poll_interval, once=once, stop=stop,
-                          broker=settings.bootstrap)
+                          broker=settings.bootstrap, round_interval=ROUND_INTERVAL)
     finally:
         for number in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(number)

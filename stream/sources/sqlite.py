@@ -7,8 +7,8 @@ generation changed) is sent again from its first changed event. The reading is
 `stream.sources.transcript_store`'s, which the gateway source shares; the last seq sent per
 session, and the chain digests that tell a rewrite, are checkpointed after the broker
 acknowledged them. A commit to the store wakes the follower within CHANGE_INTERVAL (the store's
-change counter), which then reads the sessions appended to; the whole store is read every poll
-interval.
+change counter; a fifth of it while the store is being written to), which then reads the
+sessions appended to; the whole store is read every poll interval.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from stream.sources.positions import PositionsWriter, load_positions
 from stream.sources.publish import DEFAULT_POLL_INTERVAL, Batch, add_source_arguments, run
 from stream.sources.transcript_store import (
     CHANGE_INTERVAL,
+    ChangeLooks,
     Decompress,
     Progress,
     TranscriptStore,
@@ -55,7 +56,7 @@ class SqliteFollower:
     ) -> None:
         self.checkpoint = checkpoint
         self.poll_interval = poll_interval
-        self.change_interval = change_interval
+        self.looks = ChangeLooks(change_interval)
         self._last_full: float | None = None  # None: a whole-store read is due
         self._full_due = False
         self.origin = str(path.resolve())
@@ -83,8 +84,9 @@ class SqliteFollower:
     async def watch(self, news: asyncio.Event, stop: asyncio.Event) -> None:
         """Sets `news` when the store's change counter moved."""
         while not stop.is_set():
-            await asyncio.sleep(self.change_interval)
+            await self.looks.wait()
             if self.store.changed():
+                self.looks.written()
                 news.set()
 
     def commit(self, batch: Batch[Progress]) -> None:

@@ -26,11 +26,12 @@ announces (follow-sqlite's every row; the custom rows OpenClaw writes after a re
 gateway source) waiting half a second on average. So the sources ask `changed()` every
 CHANGE_INTERVAL: one `PRAGMA data_version` on the open connection, which moves when another
 connection committed, in WAL mode read from the shared-memory index without touching the
-database file (measured idle cost: docs/performance.md). When it moved, `read_appended()` reads
-only the sessions that have rows past the highest rowid the last read covered (rows are only
-appended under a fresh rowid; a rowid range scan costs what is new, not what is stored), and
-the whole-store read stays on the poll interval for what an append does not show (a rewrite in
-place, a deleted session).
+database file (measured idle cost: docs/performance.md), and BUSY_SPEEDUP times as often for
+BUSY_SECONDS after the store was last seen written to (`ChangeLooks`). When it moved,
+`read_appended()` reads only the sessions that have rows past the highest rowid the last read
+covered (rows are only appended under a fresh rowid; a rowid range scan costs what is new, not
+what is stored), and the whole-store read stays on the poll interval for what an append does
+not show (a rewrite in place, a deleted session).
 
 Records carry headers from the store when it has them: the agent id (from the session key, or
 the agents/<id>/agent/ folder), the session key, the previous session id and the reason of the
@@ -42,8 +43,11 @@ those needs the `zstandard` package (or Python 3.14+, whose compression.zstd is 
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -67,6 +71,14 @@ BUSY_TIMEOUT = 5.0
 # (5-10 us): at 20 ms they cost 1.2 % of a core in bench's source latency run, at 50 ms
 # the figure in docs/performance.md.
 CHANGE_INTERVAL = 0.05
+# A store written to within BUSY_SECONDS (its counter moved, or a gateway event named it) is
+# looked at BUSY_SPEEDUP times as often, 10 ms by default: the rows that come with no event of
+# their own, such as the custom rows OpenClaw writes right after a reply, then wait no longer
+# for their look than a round of the source waits anyway (publish.ROUND_INTERVAL). The looks
+# cost little beside the reads they bring, and a store left alone is back to CHANGE_INTERVAL
+# within BUSY_SECONDS.
+BUSY_SPEEDUP = 5
+BUSY_SECONDS = 1.0
 # Events between two kept chain marks: a rewrite re-sends at most this many - 1 unchanged
 # events before the first changed one, and a session's checkpoint grows by one mark per STRIDE.
 STRIDE = 64
@@ -110,6 +122,49 @@ def zstd_decompressor() -> Decompress | None:
             raise ValueError(str(error)) from error
 
     return decompress_package
+
+
+class ChangeLooks:
+    """When a source looks at its store's change counter next: every `interval` while the store
+    is left alone, BUSY_SPEEDUP times as often within BUSY_SECONDS of `written()`."""
+
+    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self.clock = clock
+        self._busy_until = -math.inf
+        self._idle_wait: asyncio.Future[None] | None = None
+
+    def written(self) -> None:
+        """The store's counter moved, or an event told of a commit: an idle wait under way ends
+        now, so that the rows after the event do not wait out the idle interval."""
+        self._busy_until = self.clock() + BUSY_SECONDS
+        if self._idle_wait is not None:
+            _resolve(self._idle_wait)
+
+    def next_wait(self) -> float:
+        if self.clock() < self._busy_until:
+            return self.interval / BUSY_SPEEDUP
+        return self.interval
+
+    async def wait(self) -> None:
+        """Until the next look is due."""
+        delay = self.next_wait()
+        if delay < self.interval:
+            await asyncio.sleep(delay)
+            return
+        loop = asyncio.get_running_loop()
+        self._idle_wait = loop.create_future()
+        timer = loop.call_later(delay, _resolve, self._idle_wait)
+        try:
+            await self._idle_wait
+        finally:
+            timer.cancel()
+            self._idle_wait = None
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def chained(digest: int, value: bytes) -> int:

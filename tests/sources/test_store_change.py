@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +20,8 @@ from stream.sources.gateway.source import Gateway, GatewaySource
 from stream.sources.gateway.stores import Stores
 from stream.sources.publish import Record, Source, pump
 from stream.sources.sqlite import SqliteFollower
-from tests.support.fake_gateway import TOKEN, FakeGateway, running
+from stream.sources.transcript_store import BUSY_SECONDS, BUSY_SPEEDUP, ChangeLooks
+from tests.support.fake_gateway import TOKEN, FakeGateway, running, session_message
 from tests.support.sources import by_key, drain
 from tests.support.sqlite_store import (
     create_openclaw_store,
@@ -175,4 +177,68 @@ async def test_the_gateway_source_reads_a_row_that_came_with_no_event(tmp_path: 
             await sent.until(2)
 
     assert [record[1] for record in sent.records] == header + custom
+    writer.close()
+
+
+def test_a_store_written_to_is_looked_at_more_often_until_it_is_left_alone() -> None:
+    now = 100.0
+    looks = ChangeLooks(0.05, clock=lambda: now)
+    assert looks.next_wait() == 0.05  # never written to: the idle interval
+
+    looks.written()
+    assert looks.next_wait() == pytest.approx(0.05 / BUSY_SPEEDUP)
+    now += BUSY_SECONDS * 0.9
+    assert looks.next_wait() == pytest.approx(0.05 / BUSY_SPEEDUP)
+
+    now += BUSY_SECONDS * 0.2
+    assert looks.next_wait() == 0.05
+
+
+async def test_a_commit_told_of_ends_an_idle_wait_at_once() -> None:
+    looks = ChangeLooks(LONG)
+    waiting = asyncio.create_task(looks.wait())
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # a store left alone waits the idle interval
+
+    looks.written()
+
+    await asyncio.wait_for(waiting, 1)
+
+
+async def test_the_gateway_source_reads_a_row_with_no_event_soon_after_an_event(
+    tmp_path: Path,
+) -> None:
+    """OpenClaw writes a reply's custom rows right after it, with no event of their own: the
+    reply's event makes the source look at the counter within change_interval / BUSY_SPEEDUP
+    (1 s here) rather than change_interval (5 s)."""
+    state = tmp_path / "state"
+    writer = create_openclaw_store(state / "agents" / "main" / "agent" / "openclaw-agent.sqlite")
+    open_window(writer, "s", KEY)
+    header = insert(writer, "s", 0)
+    async with running(FakeGateway()) as gateway:
+        source = GatewaySource(
+            Gateway(gateway.url, lambda: Auth(token=TOKEN), 5.0, backoff=(0.05, 0.2)),
+            Stores.of(state, None, []),
+            tmp_path / "gateway.checkpoint.json",
+            poll_interval=LONG,
+            page_size=500,
+            decompress=None,
+            change_interval=5.0,
+        )
+        async with pumping(source) as sent:
+            await asyncio.wait_for(gateway.subscribed.wait(), 5)
+            await sent.until(1)  # the sweep after connecting
+            reply = insert(writer, "s", 1)
+            await gateway.emit(session_message("main", "s", KEY, 1))
+            await sent.until(2)
+            # The event may come after the sweep that follows the connection read the reply:
+            # its own read is done by now, and the next row can only come by a look.
+            await asyncio.sleep(0.3)
+            custom = insert(writer, "s", 2)
+            started = time.monotonic()
+            await sent.until(3)
+            waited = time.monotonic() - started
+
+    assert [record[1] for record in sent.records] == header + reply + custom
+    assert waited < 2.5
     writer.close()

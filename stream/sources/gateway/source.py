@@ -8,11 +8,12 @@ the agent's store, with the reader `follow-sqlite` uses, and publishes them byte
 own, such as the custom entries after a reply, come with it); one without, or one for a reset,
 deletion, compaction or rewind, has the whole store looked at. The whole store is also looked
 at every poll interval (one PRAGMA when nothing changed), and a commit to a store wakes the
-source within CHANGE_INTERVAL (the store's change counter) to read the sessions appended to, so
-rows that came with no event arrive all the same and about as soon, while the socket is down
-too, and after every (re)connect, because events sent while the source was away are not
-replayed: a gateway restart or a dropped socket loses nothing and, the checkpoint moving only
-after the broker's acknowledgement, sends nothing twice.
+source within CHANGE_INTERVAL (the store's change counter; a fifth of it while events or commits
+say the store is being written to) to read the sessions appended to, so rows that came with no
+event arrive all the same and about as soon, while the socket is down too, and after every
+(re)connect, because events sent while the source was away are not replayed: a gateway restart
+or a dropped socket loses nothing and, the checkpoint moving only after the broker's
+acknowledgement, sends nothing twice.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from stream.sources.publish import Batch, Record
 from stream.sources.transcript_store import (
     CHANGE_INTERVAL,
     TABLE,
+    ChangeLooks,
     Decompress,
     Progress,
     TranscriptStore,
@@ -80,7 +82,7 @@ class GatewaySource:
         self.checkpoint = checkpoint
         self.origin = str(stores.origin)
         self.poll_interval = poll_interval
-        self.change_interval = change_interval
+        self.looks = ChangeLooks(change_interval)
         self.page_size = page_size
         self.decompress = decompress
         self._saved = _load(checkpoint, self.origin)
@@ -172,6 +174,8 @@ class GatewaySource:
                 self._last_sweep = None  # its store is new, or about to be: look for it now
                 news.set()
                 return
+            # Rows with no event of their own often follow (a reply's custom rows).
+            self.looks.written()
             if event.session_id is not None:
                 self._dirty[agent].add(event.session_id)
             if event.name == "sessions.changed" and (
@@ -206,9 +210,10 @@ class GatewaySource:
     async def _watch_stores(self, news: asyncio.Event) -> None:
         """Marks the stores another connection committed to; the socket can be down meanwhile."""
         while True:
-            await asyncio.sleep(self.change_interval)
+            await self.looks.wait()
             for agent, store in list(self.stores.items()):
                 if store.changed():
+                    self.looks.written()
                     self._appended.add(agent)
                     news.set()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from stream.sources.publish import SourceError
@@ -53,11 +54,20 @@ class Stores:
         """What the checkpoint belongs to."""
         return (self.store or self.state_dir or default_state_dir()).resolve()
 
+    @cached_property
+    def store_agent(self) -> str | None:
+        """The agent of the --store file (None without one). Kept: every event asks whether it
+        concerns this source, and the agent of a path takes resolving it (system calls per part)."""
+        if self.store is None:
+            return None
+        agent = self.agents[0] if len(self.agents) == 1 else agent_of_path(self.store)
+        return agent or "main"
+
     def found(self) -> dict[str, Path]:
         """Agent id -> store file, for those that exist now."""
-        if self.store is not None:
-            agent = self.agents[0] if len(self.agents) == 1 else agent_of_path(self.store)
-            return {agent or "main": self.store}
+        if self.store_agent is not None:
+            assert self.store is not None
+            return {self.store_agent: self.store}
         assert self.state_dir is not None
         root = self.state_dir / "agents"
         if self.agents:
@@ -67,8 +77,8 @@ class Stores:
 
     def follows(self, agent: str) -> bool:
         """Whether an agent's events concern this source (its store may not exist yet)."""
-        if self.store is not None:
-            return agent in self.found()
+        if self.store_agent is not None:
+            return agent == self.store_agent
         return not self.agents or agent in self.agents
 
     def describe(self) -> str:
