@@ -13,13 +13,18 @@ which the batch's commit sends.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Final
 
 from stream.engine import SessionState
 from stream.worker import codec
 
 _SEP = b"\x00"
+# 0.1.0 loads a stored state into the fields it knew by position, through `heartbeat_silent`,
+# and starts a session whose state holds more values afresh: format 1 holds no more. The state
+# of a turn a completion wake opened, which 0.2.0 added after them, is lost with them (a
+# `repeated_answer` missed) rather than the whole session (its redeliveries kept).
+_FORMAT_1_FIELDS: Final = [f.name for f in fields(SessionState)].index("heartbeat_silent") + 1
 # The first state format whose stored session can hold the session's memory.
 _INLINE_FORMAT: Final = 3
 # A session's memory lives in its stored value until it holds more than this many values, then
@@ -42,7 +47,10 @@ class StoredSession:
     memory: dict[str, list] | None = None
 
     def to_bytes(self, state_format: int = codec.STATE_FORMAT) -> bytes:
-        value: list = [int(self.touched), self.partition, self.state.to_list()]
+        state = self.state.to_list()
+        if state_format == 1:
+            del state[_FORMAT_1_FIELDS:]
+        value: list = [int(self.touched), self.partition, state]
         if self.memory is not None:
             value.append(codec.pack_memory(self.memory))
         return codec.pack(value, state_format)

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from stream.worker.tables import StoredSession
 from tests.support import old_release
 from tests.support import state_format_fixture as fixture
+from tests.support.builders import assistant, encode, header, user
 from tests.worker.test_state_formats import _after_the_first_part, _parts, _process, _store
 
 LAST_FORMAT_1 = "a76737c"
@@ -47,3 +49,32 @@ def test_0_1_0_reads_a_later_format_as_unreadable_and_keeps_what_it_should_drop(
     assert read.error is None and read.count("session-events-dlq") == 0
     assert read.kinds.count("redelivery") > len(again) / 2
     assert "entry_id_conflict" not in read.kinds
+
+
+def test_0_1_0_continues_a_session_a_worker_upgrading_from_0_1_wrote_in_a_wake_turn(
+        format_1_tree: Path) -> None:
+    """A turn opened by a completion wake keeps three fields 0.2.0 added: format 1 leaves them
+    out, or 0.1.0 would read the longer state as unreadable and start the session afresh."""
+    session = {"s-wake": encode([
+        header("s-wake"),
+        user("what is the status?"),
+        assistant("The build is green."),
+        user("[Subagent Context] done", idempotency_key="announce:settle:main:run-1"),
+    ])}
+    current, upgrading = _store(), _store(state_format=1)
+    _process(current, fixture.records(session))
+    _process(upgrading, fixture.records(session))
+    assert _wake_key(current) == "announce:settle:main:run-1"  # the wake turn is open
+    assert _wake_key(upgrading) is None  # and left out of format 1
+
+    again = fixture.records(session, {p: 100 for p in range(fixture.PARTITIONS)})
+    read = old_release.process(format_1_tree, (upgrading._sessions, upgrading._memory), again)
+
+    assert read.error is None
+    assert "starting it afresh" not in read.log
+    assert read.kinds.count("redelivery") == len(again)
+
+
+def _wake_key(store) -> str | None:
+    (value,) = store._sessions.values()
+    return StoredSession.from_bytes(value).state.announce_key

@@ -171,7 +171,8 @@ def test_a_worker_upgrading_from_0_2_writes_what_0_2_0_wrote() -> None:
 
 
 def test_a_worker_upgrading_from_0_1_writes_what_0_1_0_reads() -> None:
-    # 0.1.0 reads a value as MessagePack from its first byte: format 1 is format 2 untagged.
+    # 0.1.0 reads a value as MessagePack from its first byte: format 1 is format 2 untagged
+    # (these sessions have no turn a completion wake opened: test_format_1_reader.py has one).
     first, _ = _parts()
 
     untagged = _process(_store(state_format=1), fixture.records(first)).changelog
