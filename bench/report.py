@@ -1,4 +1,5 @@
-"""The targets of issue 4, judged against a results dict, and the table printed after a run."""
+"""The performance targets (issues #4 and #27, docs/performance.md), judged against a results
+dict, and the table printed after a run."""
 
 from __future__ import annotations
 
