@@ -96,7 +96,7 @@ def run(job: CleanJob, engine: Engine, stdout: BinaryIO, stderr) -> int:
                     tally.add(verdict)
                     if verdict.output is not None:
                         out.write(verdict.output + b"\n")
-                    if alerts is not None:
+                    if verdict.alerts and alerts is not None:
                         alerts.writelines(a.to_bytes() + b"\n" for a in verdict.alerts)
                     if letters is not None and verdict.dead_letter is not None:
                         letters.write(verdict.dead_letter.to_bytes() + b"\n")
