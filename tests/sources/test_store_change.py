@@ -156,25 +156,36 @@ def test_rows_deleted_from_the_top_make_the_wake_read_the_whole_store(
     assert source.progress.last_seq == {"s-a": 1, "s-c": 1}
 
 
-async def test_the_gateway_source_reads_a_row_that_came_with_no_event(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    writer = create_openclaw_store(state / "agents" / "main" / "agent" / "openclaw-agent.sqlite")
+def gateway_store(tmp_path: Path) -> sqlite3.Connection:
+    """The main agent's store under `tmp_path / "state"`, with session "s" open."""
+    store = tmp_path / "state" / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    writer = create_openclaw_store(store)
     open_window(writer, "s", KEY)
+    return writer
+
+
+def gateway_source(tmp_path: Path, gateway: FakeGateway, **intervals: float) -> GatewaySource:
+    """A gateway source over `gateway_store(tmp_path)` whose store poll never comes in a test."""
+    return GatewaySource(
+        Gateway(gateway.url, lambda: Auth(token=TOKEN), 5.0, backoff=(0.05, 0.2)),
+        Stores.of(tmp_path / "state", None, []),
+        tmp_path / "gateway.checkpoint.json",
+        poll_interval=LONG,
+        page_size=500,
+        decompress=None,
+        **intervals,
+    )
+
+
+async def test_the_gateway_source_reads_a_row_that_came_with_no_event(tmp_path: Path) -> None:
+    writer = gateway_store(tmp_path)
     header = insert(writer, "s", 0)
-    async with running(FakeGateway()) as gateway:
-        source = GatewaySource(
-            Gateway(gateway.url, lambda: Auth(token=TOKEN), 5.0, backoff=(0.05, 0.2)),
-            Stores.of(state, None, []),
-            tmp_path / "gateway.checkpoint.json",
-            poll_interval=LONG,
-            page_size=500,
-            decompress=None,
-        )
-        async with pumping(source) as sent:
-            await asyncio.wait_for(gateway.subscribed.wait(), 5)
-            await sent.until(1)  # the sweep after connecting
-            custom = insert(writer, "s", 1)  # OpenClaw's custom row after a reply: no event
-            await sent.until(2)
+    async with (running(FakeGateway()) as gateway,
+                pumping(gateway_source(tmp_path, gateway)) as sent):
+        await asyncio.wait_for(gateway.subscribed.wait(), 5)
+        await sent.until(1)  # the sweep after connecting
+        custom = insert(writer, "s", 1)  # OpenClaw's custom row after a reply: no event
+        await sent.until(2)
 
     assert [record[1] for record in sent.records] == header + custom
     writer.close()
@@ -211,33 +222,22 @@ async def test_the_gateway_source_reads_a_row_with_no_event_soon_after_an_event(
     """OpenClaw writes a reply's custom rows right after it, with no event of their own: the
     reply's event makes the source look at the counter within change_interval / BUSY_SPEEDUP
     (1 s here) rather than change_interval (5 s)."""
-    state = tmp_path / "state"
-    writer = create_openclaw_store(state / "agents" / "main" / "agent" / "openclaw-agent.sqlite")
-    open_window(writer, "s", KEY)
+    writer = gateway_store(tmp_path)
     header = insert(writer, "s", 0)
-    async with running(FakeGateway()) as gateway:
-        source = GatewaySource(
-            Gateway(gateway.url, lambda: Auth(token=TOKEN), 5.0, backoff=(0.05, 0.2)),
-            Stores.of(state, None, []),
-            tmp_path / "gateway.checkpoint.json",
-            poll_interval=LONG,
-            page_size=500,
-            decompress=None,
-            change_interval=5.0,
-        )
-        async with pumping(source) as sent:
-            await asyncio.wait_for(gateway.subscribed.wait(), 5)
-            await sent.until(1)  # the sweep after connecting
-            reply = insert(writer, "s", 1)
-            await gateway.emit(session_message("main", "s", KEY, 1))
-            await sent.until(2)
-            # The event may come after the sweep that follows the connection read the reply:
-            # its own read is done by now, and the next row can only come by a look.
-            await asyncio.sleep(0.3)
-            custom = insert(writer, "s", 2)
-            started = time.monotonic()
-            await sent.until(3)
-            waited = time.monotonic() - started
+    async with (running(FakeGateway()) as gateway,
+                pumping(gateway_source(tmp_path, gateway, change_interval=5.0)) as sent):
+        await asyncio.wait_for(gateway.subscribed.wait(), 5)
+        await sent.until(1)  # the sweep after connecting
+        reply = insert(writer, "s", 1)
+        await gateway.emit(session_message("main", "s", KEY, 1))
+        await sent.until(2)
+        # The event may come after the sweep that follows the connection read the reply:
+        # its own read is done by now, and the next row can only come by a look.
+        await asyncio.sleep(0.3)
+        custom = insert(writer, "s", 2)
+        started = time.monotonic()
+        await sent.until(3)
+        waited = time.monotonic() - started
 
     assert [record[1] for record in sent.records] == header + reply + custom
     assert waited < 2.5

@@ -14,7 +14,7 @@ from stream.worker.tables import StoredSession
 from tests.support import old_release
 from tests.support import state_format_fixture as fixture
 from tests.support.builders import assistant, encode, header, user
-from tests.worker.test_state_formats import _after_the_first_part, _parts, _process, _store
+from tests.worker.test_state_formats import _after_the_first_part, _parts, _written
 
 LAST_FORMAT_1 = "a76737c"
 
@@ -30,10 +30,8 @@ def test_0_1_0_reads_a_later_format_as_unreadable_and_keeps_what_it_should_drop(
         format_1_tree: Path, state_format: int) -> None:
     first, rest = _parts()
     _, again = _after_the_first_part(first, rest)
-    new = _store(state_format=state_format)
-    _process(new, fixture.records(first))  # a new worker wrote the state
-    written_by_1 = _store(state_format=1)
-    _process(written_by_1, fixture.records(first))
+    new = _written(first, state_format=state_format)  # a new worker wrote the state
+    written_by_1 = _written(first, state_format=1)
 
     misread = old_release.process(format_1_tree, (new._sessions, new._memory), again)
     read = old_release.process(format_1_tree, (written_by_1._sessions, written_by_1._memory),
@@ -61,9 +59,7 @@ def test_0_1_0_continues_a_session_a_worker_upgrading_from_0_1_wrote_in_a_wake_t
         assistant("The build is green."),
         user("[Subagent Context] done", idempotency_key="announce:settle:main:run-1"),
     ])}
-    current, upgrading = _store(), _store(state_format=1)
-    _process(current, fixture.records(session))
-    _process(upgrading, fixture.records(session))
+    current, upgrading = _written(session), _written(session, state_format=1)
     assert _wake_key(current) == "announce:settle:main:run-1"  # the wake turn is open
     assert _wake_key(upgrading) is None  # and left out of format 1
 

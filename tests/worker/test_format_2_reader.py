@@ -11,8 +11,7 @@ import orjson
 import pytest
 
 from tests.support import old_release
-from tests.support import state_format_fixture as fixture
-from tests.worker.test_state_formats import _after_the_first_part, _parts, _process, _store
+from tests.worker.test_state_formats import _after_the_first_part, _parts, _process, _written
 
 LAST_FORMAT_2 = "29b7df1"
 
@@ -27,12 +26,9 @@ def test_0_2_0_refuses_format_3_and_continues_what_a_worker_upgrading_from_it_wr
         format_2_tree: Path) -> None:
     first, rest = _parts()
     later, again = _after_the_first_part(first, rest)
-    new = _store()
-    _process(new, fixture.records(first))
-    upgrading = _store(state_format=2)
-    _process(upgrading, fixture.records(first))
-    uninterrupted = _store(state_format=2)
-    _process(uninterrupted, fixture.records(first))
+    new = _written(first)
+    upgrading = _written(first, state_format=2)
+    uninterrupted = _written(first, state_format=2)
 
     refused = old_release.process(format_2_tree, (new._sessions, new._memory), again)
     read = old_release.process(format_2_tree, (upgrading._sessions, upgrading._memory),

@@ -47,6 +47,13 @@ def _process(store: TableStore, records: list[tuple[int, int, bytes, bytes]]):
         [InRecord(fixture.TOPIC, p, o, k, v) for p, o, k, v in records], fixture.NOW)
 
 
+def _written(parts: dict[str, list[bytes]], state_format: int = codec.STATE_FORMAT) -> TableStore:
+    """A store that processed `parts` (session id: lines) from their start, in `state_format`."""
+    store = _store(state_format=state_format)
+    _process(store, fixture.records(parts))
+    return store
+
+
 def _parts():
     whole = fixture.sessions(DATA / "fixtures")
     first = {sid: fixture.split(lines)[0] for sid, lines in whole.items()}
@@ -129,8 +136,7 @@ def test_the_state_of_the_last_commit_of_a_format_continues_as_an_uninterrupted_
         changelog: Path) -> None:
     first, rest = _parts()
     later, again = _after_the_first_part(first, rest)
-    uninterrupted = _store()
-    _process(uninterrupted, fixture.records(first))
+    uninterrupted = _written(first)
     upgraded = _store(fixture.read_changelog(changelog))
 
     expected = _process(uninterrupted, later + again)
@@ -150,8 +156,7 @@ def test_an_entry_redelivered_across_the_upgrade_is_dropped_as_a_redelivery(
     _, again = _after_the_first_part(first, rest)
     upgraded = _store(fixture.read_changelog(changelog))
 
-    uninterrupted = _store()
-    _process(uninterrupted, fixture.records(first))
+    uninterrupted = _written(first)
 
     got = _process(upgraded, again)
 
@@ -192,10 +197,8 @@ def test_a_worker_upgrading_from_a_release_moves_the_memory_a_newer_worker_kept_
     remembered in the memory table, and continues it as an uninterrupted run would."""
     first, rest = _parts()
     later, again = _after_the_first_part(first, rest)
-    uninterrupted = _store()
-    _process(uninterrupted, fixture.records(first))
-    newer = _store()
-    _process(newer, fixture.records(first))
+    uninterrupted = _written(first)
+    newer = _written(first)
     assert any(memory for _, memory in _stored_memory(newer))  # format 3 kept some there
     upgrading = _store((newer._sessions, newer._memory), state_format_for(release))
 
