@@ -49,6 +49,7 @@ import math
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -132,14 +133,13 @@ class ChangeLooks:
         self.interval = interval
         self.clock = clock
         self._busy_until = -math.inf
-        self._idle_wait: asyncio.Future[None] | None = None
+        self._written = asyncio.Event()
 
     def written(self) -> None:
         """The store's counter moved, or an event told of a commit: an idle wait under way ends
         now, so that the rows after the event do not wait out the idle interval."""
         self._busy_until = self.clock() + BUSY_SECONDS
-        if self._idle_wait is not None:
-            _resolve(self._idle_wait)
+        self._written.set()
 
     def next_wait(self) -> float:
         if self.clock() < self._busy_until:
@@ -152,19 +152,10 @@ class ChangeLooks:
         if delay < self.interval:
             await asyncio.sleep(delay)
             return
-        loop = asyncio.get_running_loop()
-        self._idle_wait = loop.create_future()
-        timer = loop.call_later(delay, _resolve, self._idle_wait)
-        try:
-            await self._idle_wait
-        finally:
-            timer.cancel()
-            self._idle_wait = None
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+        self._written.clear()
+        with suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._written.wait()
 
 
 def chained(digest: int, value: bytes) -> int:
