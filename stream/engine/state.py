@@ -140,7 +140,7 @@ class SessionState:
     def to_list(self) -> list:
         """The fields in order, without the trailing ones that hold their defaults: they load
         back as defaults, as the fields a state stored by an earlier version lacks do."""
-        values = [getattr(self, name) for name in _FIELD_NAMES]
+        values = [getattr(self, name) for name in FIELD_NAMES]
         end = len(values)
         while end and values[end - 1] == _DEFAULTS[end - 1]:
             end -= 1
@@ -151,8 +151,9 @@ class SessionState:
         return cls(*values)
 
 
-_FIELD_NAMES = tuple(f.name for f in fields(SessionState))
-_DEFAULTS = [getattr(SessionState(), name) for name in _FIELD_NAMES]
+# The order a stored state lists the fields in (`to_list`).
+FIELD_NAMES: Final = tuple(f.name for f in fields(SessionState))
+_DEFAULTS = [getattr(SessionState(), name) for name in FIELD_NAMES]
 
 
 def source_hash(origin: int, position: int) -> int:

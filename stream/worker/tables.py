@@ -13,10 +13,11 @@ which the batch's commit sends.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Final
 
 from stream.engine import SessionState
+from stream.engine.state import FIELD_NAMES
 from stream.worker import codec
 
 _SEP = b"\x00"
@@ -24,7 +25,7 @@ _SEP = b"\x00"
 # and starts a session whose state holds more values afresh: format 1 holds no more. The state
 # of a turn a completion wake opened, which 0.2.0 added after them, is lost with them (a
 # `repeated_answer` missed) rather than the whole session (its redeliveries kept).
-_FORMAT_1_FIELDS: Final = [f.name for f in fields(SessionState)].index("heartbeat_silent") + 1
+_FORMAT_1_FIELDS: Final = FIELD_NAMES.index("heartbeat_silent") + 1
 # The first state format whose stored session can hold the session's memory.
 _INLINE_FORMAT: Final = 3
 # A session's memory lives in its stored value until it holds more than this many values, then

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stream.worker.tables import StoredSession
+from stream.worker.tables import StoredSession, TableStore
 from tests.support import old_release
 from tests.support import state_format_fixture as fixture
 from tests.support.builders import assistant, encode, header, user
@@ -71,6 +71,6 @@ def test_0_1_0_continues_a_session_a_worker_upgrading_from_0_1_wrote_in_a_wake_t
     assert read.kinds.count("redelivery") == len(again)
 
 
-def _wake_key(store) -> str | None:
+def _wake_key(store: TableStore) -> str | None:
     (value,) = store._sessions.values()
     return StoredSession.from_bytes(value).state.announce_key
