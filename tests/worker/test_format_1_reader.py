@@ -14,7 +14,7 @@ from stream.worker.tables import StoredSession, TableStore
 from tests.support import old_release
 from tests.support import state_format_fixture as fixture
 from tests.support.builders import assistant, encode, header, user
-from tests.worker.test_state_formats import _after_the_first_part, _parts, _written
+from tests.support.state_stores import after_the_first_part, fixture_halves, store_after
 
 LAST_FORMAT_1 = "a76737c"
 
@@ -28,10 +28,10 @@ def format_1_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("state_format", [2, 3])
 def test_0_1_0_reads_a_later_format_as_unreadable_and_keeps_what_it_should_drop(
         format_1_tree: Path, state_format: int) -> None:
-    first, rest = _parts()
-    _, again = _after_the_first_part(first, rest)
-    new = _written(first, state_format=state_format)  # a new worker wrote the state
-    written_by_1 = _written(first, state_format=1)
+    first, rest = fixture_halves()
+    _, again = after_the_first_part(first, rest)
+    new = store_after(first, state_format=state_format)  # a new worker wrote the state
+    written_by_1 = store_after(first, state_format=1)
 
     misread = old_release.process(format_1_tree, (new._sessions, new._memory), again)
     read = old_release.process(format_1_tree, (written_by_1._sessions, written_by_1._memory),
@@ -59,7 +59,7 @@ def test_0_1_0_continues_a_session_a_worker_upgrading_from_0_1_wrote_in_a_wake_t
         assistant("The build is green."),
         user("[Subagent Context] done", idempotency_key="announce:settle:main:run-1"),
     ])}
-    current, upgrading = _written(session), _written(session, state_format=1)
+    current, upgrading = store_after(session), store_after(session, state_format=1)
     assert _wake_key(current) == "announce:settle:main:run-1"  # the wake turn is open
     assert _wake_key(upgrading) is None  # and left out of format 1
 

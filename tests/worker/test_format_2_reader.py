@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from tests.support import old_release
-from tests.worker.test_state_formats import _after_the_first_part, _parts, _process, _written
+from tests.support.state_stores import after_the_first_part, fixture_halves, process, store_after
 
 LAST_FORMAT_2 = "29b7df1"
 
@@ -24,11 +24,11 @@ def format_2_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_0_2_0_refuses_format_3_and_continues_what_a_worker_upgrading_from_it_wrote(
         format_2_tree: Path) -> None:
-    first, rest = _parts()
-    later, again = _after_the_first_part(first, rest)
-    new = _written(first)
-    upgrading = _written(first, state_format=2)
-    uninterrupted = _written(first, state_format=2)
+    first, rest = fixture_halves()
+    later, again = after_the_first_part(first, rest)
+    new = store_after(first)
+    upgrading = store_after(first, state_format=2)
+    uninterrupted = store_after(first, state_format=2)
 
     refused = old_release.process(format_2_tree, (new._sessions, new._memory), again)
     read = old_release.process(format_2_tree, (upgrading._sessions, upgrading._memory),
@@ -40,6 +40,6 @@ def test_0_2_0_refuses_format_3_and_continues_what_a_worker_upgrading_from_it_wr
     assert "unreadable state" not in refused.log
     assert read.error is None and "unreadable state" not in read.log
     assert read.kinds.count("redelivery") > len(again) / 2
-    expected = _process(uninterrupted, later + again).outputs
+    expected = process(uninterrupted, later + again).outputs
     assert read.outputs == [[out.topic, orjson.loads(out.value).get("kind")]
                             for out in expected]

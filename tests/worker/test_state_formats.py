@@ -17,11 +17,18 @@ import pytest
 import stream
 from stream.engine import Engine
 from stream.formats import FormatTooNew, state_format_for, upgrade_from
-from stream.settings import Settings
 from stream.worker import codec
-from stream.worker.processor import BatchProcessor, InRecord
+from stream.worker.processor import BatchProcessor
 from stream.worker.tables import StoredSession, TableStore
 from tests.support import state_format_fixture as fixture
+from tests.support.state_stores import (
+    SETTINGS,
+    after_the_first_part,
+    fixture_halves,
+    new_store,
+    process,
+    store_after,
+)
 
 DATA = Path(__file__).parents[1] / "data"
 FORMAT_1 = DATA / "state-format-1"
@@ -31,45 +38,6 @@ LAST_FORMAT_1 = FORMAT_1 / "a76737c.changelog.jsonl"
 OLD_FINGERPRINT = FORMAT_1 / "1955465.changelog.jsonl"
 # The last commit that wrote format 2 (0.2.0): every memory value in the memory table.
 LAST_FORMAT_2 = DATA / "state-format-2" / "29b7df1.changelog.jsonl"
-SETTINGS = Settings.load(environ={})
-
-
-def _store(tables: tuple[dict[bytes, bytes], dict[bytes, bytes]] | None = None,
-           state_format: int = codec.STATE_FORMAT) -> TableStore:
-    sessions, memory = tables if tables is not None else ({}, {})
-    return TableStore(sessions, memory, fixture.SESSIONS_CHANGELOG, fixture.MEMORY_CHANGELOG,
-                      state_format)
-
-
-def _process(store: TableStore, records: list[tuple[int, int, bytes, bytes]]):
-    processor = BatchProcessor(Engine(), store, SETTINGS)
-    return processor.process(
-        [InRecord(fixture.TOPIC, p, o, k, v) for p, o, k, v in records], fixture.NOW)
-
-
-def _written(parts: dict[str, list[bytes]], state_format: int = codec.STATE_FORMAT) -> TableStore:
-    """A store that processed `parts` (session id: lines) from their start, in `state_format`."""
-    store = _store(state_format=state_format)
-    _process(store, fixture.records(parts))
-    return store
-
-
-def _parts():
-    whole = fixture.sessions(DATA / "fixtures")
-    first = {sid: fixture.split(lines)[0] for sid, lines in whole.items()}
-    rest = {sid: fixture.split(lines)[1] for sid, lines in whole.items()}
-    return first, rest
-
-
-def _after_the_first_part(first: dict[str, list[bytes]], rest: dict[str, list[bytes]]):
-    """What follows the first part on the input: the rest of every session, then the first
-    part again at new offsets (a source sending it again, as after a lost checkpoint)."""
-    offsets = {p: 1 + max(o for q, o, _, _ in fixture.records(first) if q == p)
-               for p in range(fixture.PARTITIONS)}
-    later = fixture.records(rest, offsets)
-    offsets = {p: 1 + max([o for q, o, _, _ in later if q == p] or [offsets[p] - 1])
-               for p in range(fixture.PARTITIONS)}
-    return later, fixture.records(first, offsets)
 
 
 def _session_ids(store: TableStore) -> set[str]:
@@ -134,13 +102,13 @@ def test_upgrade_from_refuses_a_release_it_does_not_know() -> None:
 @pytest.mark.parametrize("changelog", [LAST_FORMAT_1, LAST_FORMAT_2], ids=lambda p: p.stem)
 def test_the_state_of_the_last_commit_of_a_format_continues_as_an_uninterrupted_run(
         changelog: Path) -> None:
-    first, rest = _parts()
-    later, again = _after_the_first_part(first, rest)
-    uninterrupted = _written(first)
-    upgraded = _store(fixture.read_changelog(changelog))
+    first, rest = fixture_halves()
+    later, again = after_the_first_part(first, rest)
+    uninterrupted = store_after(first)
+    upgraded = new_store(fixture.read_changelog(changelog))
 
-    expected = _process(uninterrupted, later + again)
-    got = _process(upgraded, later + again)
+    expected = process(uninterrupted, later + again)
+    got = process(upgraded, later + again)
 
     assert _seen(got.outputs) == _seen(expected.outputs)
     # the state is upgraded in place: every value written from now on is format 3
@@ -152,24 +120,24 @@ def test_the_state_of_the_last_commit_of_a_format_continues_as_an_uninterrupted_
                          ids=lambda p: p.stem)
 def test_an_entry_redelivered_across_the_upgrade_is_dropped_as_a_redelivery(
         changelog: Path) -> None:
-    first, rest = _parts()
-    _, again = _after_the_first_part(first, rest)
-    upgraded = _store(fixture.read_changelog(changelog))
+    first, rest = fixture_halves()
+    _, again = after_the_first_part(first, rest)
+    upgraded = new_store(fixture.read_changelog(changelog))
 
-    uninterrupted = _written(first)
+    uninterrupted = store_after(first)
 
-    got = _process(upgraded, again)
+    got = process(upgraded, again)
 
     kinds = _kinds(got.outputs)
     assert "entry_id_conflict" not in kinds
     assert kinds.count("redelivery") > len(again) / 2
-    assert _seen(got.outputs) == _seen(_process(uninterrupted, again).outputs)
+    assert _seen(got.outputs) == _seen(process(uninterrupted, again).outputs)
 
 
 def test_a_worker_upgrading_from_0_2_writes_what_0_2_0_wrote() -> None:
-    first, _ = _parts()
+    first, _ = fixture_halves()
 
-    written = _process(_store(state_format=2), fixture.records(first)).changelog
+    written = process(new_store(state_format=2), fixture.records(first)).changelog
 
     assert [(r.key, r.value) for r in written] == [
         fixture.decoded(orjson.loads(line)) for line in LAST_FORMAT_2.read_bytes().splitlines()]
@@ -178,10 +146,10 @@ def test_a_worker_upgrading_from_0_2_writes_what_0_2_0_wrote() -> None:
 def test_a_worker_upgrading_from_0_1_writes_what_0_1_0_reads() -> None:
     # 0.1.0 reads a value as MessagePack from its first byte: format 1 is format 2 untagged
     # (these sessions have no turn a completion wake opened: test_format_1_reader.py has one).
-    first, _ = _parts()
+    first, _ = fixture_halves()
 
-    untagged = _process(_store(state_format=1), fixture.records(first)).changelog
-    tagged = _process(_store(state_format=2), fixture.records(first)).changelog
+    untagged = process(new_store(state_format=1), fixture.records(first)).changelog
+    tagged = process(new_store(state_format=2), fixture.records(first)).changelog
 
     assert [(r.key, r.value) for r in untagged] == [
         (r.key, r.value[1:] if r.value else r.value) for r in tagged]
@@ -195,16 +163,16 @@ def test_a_worker_upgrading_from_a_release_moves_the_memory_a_newer_worker_kept_
     """Mid-upgrade, a worker of the second round (format 3) may write a session that one of
     the first round then takes over: it writes it in the old release's format, every value
     remembered in the memory table, and continues it as an uninterrupted run would."""
-    first, rest = _parts()
-    later, again = _after_the_first_part(first, rest)
-    uninterrupted = _written(first)
-    newer = _written(first)
+    first, rest = fixture_halves()
+    later, again = after_the_first_part(first, rest)
+    uninterrupted = store_after(first)
+    newer = store_after(first)
     assert any(memory for _, memory in _stored_memory(newer))  # format 3 kept some there
-    upgrading = _store((newer._sessions, newer._memory), state_format_for(release))
+    upgrading = new_store((newer._sessions, newer._memory), state_format_for(release))
 
-    got = _process(upgrading, later + again)
+    got = process(upgrading, later + again)
 
-    assert _seen(got.outputs) == _seen(_process(uninterrupted, later + again).outputs)
+    assert _seen(got.outputs) == _seen(process(uninterrupted, later + again).outputs)
     assert {codec.format_of(r.value) for r in got.changelog if r.value} == {
         state_format_for(release)}
     assert all(memory is None for _, memory in _stored_memory(upgrading))
@@ -225,12 +193,12 @@ def test_a_value_of_a_newer_format_is_refused_naming_both_formats() -> None:
 
 def test_a_session_of_a_newer_format_is_not_started_afresh() -> None:
     # An unreadable value is started afresh (a warning); a newer one must not be misread so.
-    store = _store(({b"s": bytes([4]) + msgpack.packb([1, 2, []])}, {}))
-    first, _ = _parts()
+    store = new_store(({b"s": bytes([4]) + msgpack.packb([1, 2, []])}, {}))
+    first, _ = fixture_halves()
     session_id, lines = next(iter(first.items()))
 
     with pytest.raises(FormatTooNew):
-        _process(store, [(0, 0, b"s", lines[0])])
+        process(store, [(0, 0, b"s", lines[0])])
     assert session_id  # the fixture has sessions
 
 
@@ -255,7 +223,7 @@ def test_bytes_in_no_format_are_left_to_the_reader_that_starts_them_afresh() -> 
 
 @pytest.mark.parametrize("changelog", [LAST_FORMAT_1, LAST_FORMAT_2], ids=lambda p: p.stem)
 def test_sessions_an_older_release_wrote_are_forgotten_when_idle(changelog: Path) -> None:
-    store = _store(fixture.read_changelog(changelog))
+    store = new_store(fixture.read_changelog(changelog))
     written = _session_ids(store)
     processor = BatchProcessor(Engine(), store, SETTINGS)
 
