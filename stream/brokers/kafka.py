@@ -82,21 +82,25 @@ class TlsKafka(RunningBroker):
 
 @overload
 def start_kafka(
-    port: int | None = None, ready_timeout: float = 120.0, *, tls: Literal[False] = False
+    port: int | None = None, ready_timeout: float = 120.0, *, tls: Literal[False] = False,
+    properties: Mapping[str, str] | None = None,
 ) -> RunningBroker: ...
 @overload
 def start_kafka(
-    port: int | None = None, ready_timeout: float = 120.0, *, tls: TlsFiles | Literal[True]
+    port: int | None = None, ready_timeout: float = 120.0, *, tls: TlsFiles | Literal[True],
+    properties: Mapping[str, str] | None = None,
 ) -> TlsKafka: ...
 def start_kafka(
-    port: int | None = None, ready_timeout: float = 120.0, *, tls: TlsFiles | bool = False
+    port: int | None = None, ready_timeout: float = 120.0, *, tls: TlsFiles | bool = False,
+    properties: Mapping[str, str] | None = None,
 ) -> RunningBroker:
     """Start a single-node KRaft Apache Kafka on 127.0.0.1 and wait until it answers metadata.
 
     With `tls` the client listener is SSL:// instead of PLAINTEXT:// (the controller listener
     stays plaintext): `True` makes a self-signed certificate for 127.0.0.1 in the broker's
     workdir (needs the `openssl` CLI), a TlsFiles uses the given files. The result is then a
-    TlsKafka, whose `ca_path` clients trust; readiness is checked over TLS.
+    TlsKafka, whose `ca_path` clients trust; readiness is checked over TLS. `properties` are
+    server properties that replace the test broker's own (Kafka's defaults, for instance).
     Assembles the jars first if the cache lacks them (needs Maven and Maven Central).
     """
     port = port or free_port()
@@ -108,8 +112,9 @@ def start_kafka(
             files = self_signed_tls(workdir / "tls")
         elif isinstance(tls, TlsFiles):
             files = tls
-        tls_settings = _tls_properties(workdir / "tls", files) if files else None
-        config = _write_config(workdir, port, controller_port, tls_settings)
+        tls_settings = _tls_properties(workdir / "tls", files) if files else {}
+        config = _write_config(workdir, port, controller_port,
+                               {**tls_settings, **(properties or {})})
         _format_storage(libs, config)
         cmd = _server_command(libs, config)
         make = RunningBroker if files is None else functools.partial(TlsKafka, tls=files)
@@ -153,13 +158,15 @@ def server_properties(
     port: int,
     controller_port: int,
     log_dir: Path,
-    tls_settings: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> str:
     """A combined broker+controller node whose internal topics fit a single replica.
 
-    With `tls_settings` (ssl.* properties) the client listener is SSL instead of PLAINTEXT.
+    `extra` properties replace these; with ssl.* properties among them the client listener is
+    SSL instead of PLAINTEXT.
     """
-    listener = "SSL" if tls_settings else "PLAINTEXT"
+    extra = extra or {}
+    listener = "SSL" if any(key.startswith("ssl.") for key in extra) else "PLAINTEXT"
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -178,7 +185,7 @@ def server_properties(
         "share.coordinator.state.topic.min.isr": "1",
         # Tests start consumers one at a time; the default 3 s delay only slows them.
         "group.initial.rebalance.delay.ms": "0",
-        **(tls_settings or {}),
+        **extra,
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
@@ -199,11 +206,11 @@ def _write_config(
     workdir: Path,
     port: int,
     controller_port: int,
-    tls_settings: Mapping[str, str] | None = None,
+    extra: Mapping[str, str],
 ) -> Path:
     (workdir / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
     config = workdir / "server.properties"
-    config.write_text(server_properties(port, controller_port, workdir / "data", tls_settings))
+    config.write_text(server_properties(port, controller_port, workdir / "data", extra))
     return config
 
 

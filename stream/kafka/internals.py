@@ -40,9 +40,6 @@ class TouchPoint:
 
 
 TOUCH_POINTS: Final = (
-    TouchPoint("Consumer._read_offset", FAUST, "0.15.3",
-               "it is still the newest offset handed on per partition, and Faust's fetch loop "
-               "still drops records older than it after a seek (the lane applies that rule)"),
     TouchPoint("Consumer._unacked_messages", FAUST, "0.15.3",
                "a rebalance and a stop still wait until it is empty (stream_wait_empty): the "
                "lane's records count as in flight there until acked"),
@@ -53,11 +50,23 @@ TOUCH_POINTS: Final = (
                "not processed yet)"),
     TouchPoint("Consumer.getmany (overridden by the lane)", FAUST, "0.15.3",
                "Faust's fetcher still takes every record through it, after its own read-offset "
-               "and gap bookkeeping, and cancels it to stop"),
+               "and gap bookkeeping, and cancels it to stop; it still drops, without seeking "
+               "back, records of a fetch that ends while the flow is stopped, the generation "
+               "changed or the partition is paused (the lane seeks back: "
+               "stream.worker.read_positions)"),
     TouchPoint("Consumer._wait_next_records (overridden by the lane)", FAUST, "0.15.3",
                "it still returns a fetch as a dict of lists of aiokafka records per partition, "
-               "with the partitions getmany hands on (None: all), and getmany still takes no "
-               "record of a fetch while the flow is stopped"),
+               "with the partitions getmany hands on (None: all), every record the aiokafka "
+               "consumer hands on passes through it, and getmany still takes no record of a "
+               "fetch while the flow is stopped"),
+    TouchPoint("Consumer.seek_wait, earliest_offsets (called), on_partitions_revoked, "
+               "on_partitions_assigned (overridden)", FAUST, "0.15.3",
+               "seek_wait still seeks in the consumer's thread and waits for the position, and "
+               "the rebalance callbacks still run before the new assignment's records are "
+               "handed on (the lane forgets its read positions there)"),
+    TouchPoint("AIOKafkaConsumerThread._ensure_consumer, call_thread", FAUST, "0.15.3",
+               "the aiokafka consumer still lives in the thread and is reached through them "
+               "(committed_offsets)"),
     TouchPoint("Consumer._buffered_partitions", FAUST, "0.15.3",
                "getmany still hands on the records of these partitions as of active ones"),
     TouchPoint("Transport.Consumer (replaced)", FAUST, "0.15.3",
@@ -83,6 +92,10 @@ TOUCH_POINTS: Final = (
                "the slow-processing checks still read when a stream last took a record there"),
     TouchPoint("memory Store .data (Table.data.data)", FAUST, "0.15.3",
                "a memory:// table is still a plain dict behind its store"),
+    TouchPoint("AIOKafkaConsumer.seek_to_committed (behaviour)", AIOKAFKA, "0.14.0",
+               "it still seeks only partitions with a committed offset above 0, leaving a "
+               "partition without one where its fetch position was (which is why the lane "
+               "places partitions itself: stream.worker.read_positions)"),
     TouchPoint("AIOKafkaConsumer._fetch_max_wait_ms", AIOKAFKA, "0.14.0",
                "start() still reads it when it makes the fetcher"),
     TouchPoint("AIOKafkaConsumer._client.force_metadata_update", AIOKAFKA, "0.14.0",
@@ -99,10 +112,6 @@ FETCH_MAX_WAIT_ATTRIBUTE: Final = "_fetch_max_wait_ms"
 # --- Faust's consumer, as the lane uses it ---------------------------------------------------
 
 
-def read_offsets(consumer: Any) -> MutableMapping[Any, int | None]:
-    return cast(MutableMapping[Any, "int | None"], consumer._read_offset)
-
-
 def unacked_messages(consumer: Any) -> MutableSet[Any]:
     return cast(MutableSet[Any], consumer._unacked_messages)
 
@@ -115,6 +124,17 @@ async def add_gap(consumer: Any, tp: Any, first: int, last: int) -> None:
 def buffered(consumer: Any, tp: Any) -> bool:
     """Whether getmany hands on `tp`'s records though it is not among the active partitions."""
     return tp in consumer._buffered_partitions
+
+
+async def committed_offsets(consumer: Any, tps: Sequence[Any]) -> dict[Any, int | None]:
+    """The group's committed offset of each of `tps` (None: no commit), asked of the aiokafka
+    consumer in the thread it runs in."""
+    thread = consumer._thread
+    aiokafka_consumer = thread._ensure_consumer()
+    offsets: dict[Any, int | None] = {}
+    for tp in tps:
+        offsets[tp] = await thread.call_thread(aiokafka_consumer.committed, tp)
+    return offsets
 
 
 def committed_offset(consumer: Any, tp: Any) -> int | None:
@@ -182,7 +202,7 @@ def apply_changelog(app: Any, tp: Any, messages: Sequence[Any]) -> None:
 def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
     """Faust's aiokafka transport, making a `consumer_class` (a subclass of Faust's aiokafka
     Consumer) whose aiokafka consumer holds a fetch `fetch_max_wait_ms` at most, and whose
-    `restore_fetch(records, active partitions)` sees every fetch before Faust's getmany loop
+    `take_fetch(records, active partitions)` sees every fetch before Faust's getmany loop
     does. An app takes it through its public `transport` setter.
 
     Faust asks brokers to hold a fetch up to 1.5 s for new data, and aiokafka sends a broker
@@ -204,9 +224,8 @@ def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
 
         async def _wait_next_records(self, timeout: float) -> tuple[Any, Any]:
             records, active = await super()._wait_next_records(timeout)
-            # what Faust's getmany checks before it takes any record of the fetch
-            if records and self.flow_active and not self.should_stop:
-                self.restore_fetch(records, active)
+            if records:
+                self.take_fetch(records, active)
             return records, active
 
     class Transport(driver.Transport):

@@ -32,6 +32,7 @@ from typing import Any
 
 import faust
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
@@ -39,10 +40,13 @@ from stream.formats import EXIT_CODE, FormatTooNew
 from stream.kafka import internals
 from stream.worker import codec
 from stream.worker.commit import Acknowledger, Committer
+from stream.worker.read_positions import ReadPositions
 
 LaneHandler = Callable[[list[Message]], Awaitable[None]]
 
 FETCH_MAX_WAIT_MS = 100
+
+log = logging.getLogger(__name__)
 
 
 MakeCommitter = Callable[[AIOKafkaProducer, Acknowledger], Committer]
@@ -123,6 +127,10 @@ class LaneConsumer(faust_aiokafka.Consumer):
         super().__init__(*args, **kwargs)
         # per changelog partition, the offset of the last record left to Faust's recovery
         self._passed_on: dict[TP, int] = {}
+        self._positions: ReadPositions[TP] = ReadPositions()
+        # per input partition, the offset of the last record the consumer handed on in the
+        # current fetch
+        self._handed: dict[TP, int] = {}
 
     def _lane_app(self) -> LaneApp:
         app = self.app
@@ -134,11 +142,12 @@ class LaneConsumer(faust_aiokafka.Consumer):
         app = self._lane_app()
         lanes = app.lanes
         batches: dict[str, list[Message]] = {}
-        # Faust's own rule for records after a seek: older than the read offset is old news.
-        read_offset = internals.read_offsets(self)
+        positions = self._positions
+        unplaced: set[TP] = set()
         unacked = internals.unacked_messages(self)
         restoring: dict[TP, list[Message]] = {}
         restored_tables = app.restored_tables
+        self._handed = {}
         async for tp, message in super().getmany(timeout):
             if tp.topic not in lanes:
                 if tp.topic in restored_tables:
@@ -146,15 +155,18 @@ class LaneConsumer(faust_aiokafka.Consumer):
                 else:
                     yield tp, message
                 continue
-            last = read_offset[tp]
-            if last is not None and message.offset < last:
+            position = positions.advance(tp, message.offset)
+            if position is None:
+                unplaced.add(tp)
                 continue
-            if last is not None and message.offset > last + 1:
-                # Offsets never delivered (transaction markers, compacted records): without
-                # them marked as gaps, as Faust's own fetch loop does, Faust's commits advance
-                # one run of consecutive offsets per commit and fall ever further behind.
-                await internals.add_gap(self, tp, last + 1, message.offset - 1)
-            read_offset[tp] = message.offset
+            if message.offset < position:
+                continue
+            if message.offset > position:
+                # Offsets that hold no record (transaction markers, records retention
+                # removed): without them marked as gaps, as Faust's own fetch loop does,
+                # Faust's commits advance one run of consecutive offsets per commit and fall
+                # ever further behind.
+                await internals.add_gap(self, tp, position, message.offset - 1)
             unacked.add(message)
             batches.setdefault(tp.topic, []).append(message)
         for tp, messages in restoring.items():
@@ -165,6 +177,51 @@ class LaneConsumer(faust_aiokafka.Consumer):
             # Faust stops a worker by cancelling the fetcher; a batch under way is finished
             # (outputs, state, acks), so the final commit covers it.
             await asyncio.shield(self._handle(lanes, batches))
+        astray = unplaced.union(positions.untaken(self._handed))
+        if astray and not self.should_stop:
+            await self._place(astray)
+
+    async def _place(self, tps: set[TP]) -> None:
+        """Seek each of `tps` to the lane's position, taking one first where it has none in
+        this assignment: the committed offset, else the partition's earliest
+        (stream.worker.read_positions)."""
+        positions = self._positions
+        owned = self.assignment()
+        tps = {tp for tp in tps if tp in owned}
+        try:
+            new = [tp for tp in tps if positions.get(tp) is None]
+            if new:
+                committed = await internals.committed_offsets(self, new)
+                uncommitted = [tp for tp in new if committed[tp] is None]
+                earliest = await self.earliest_offsets(*uncommitted) if uncommitted else {}
+                for tp in new:
+                    start = committed[tp]
+                    positions.place(tp, start if start is not None else earliest[tp])
+            await self.seek_wait({tp: offset for tp in tps
+                                  if (offset := positions.get(tp)) is not None})
+        except (TimeoutError, KafkaError) as error:
+            # placed afresh when their records come again
+            positions.forget(tps)
+            log.warning("could not place input partitions %s: %r", sorted(tps), error)
+
+    def take_fetch(self, records: dict[TP, list[Any]], active: set[TP] | None) -> None:
+        """What the consumer handed on: the last offset of each lane partition (`_place`
+        seeks back where they did not all reach the lane), and the changelog records of the
+        tables restored in batches (`restore_fetch`)."""
+        lanes = self._lane_app().lanes
+        for tp, fetched in records.items():
+            if tp.topic in lanes and fetched:
+                self._handed[tp] = fetched[-1].offset
+        if self.flow_active and not self.should_stop:
+            self.restore_fetch(records, active)
+
+    async def on_partitions_revoked(self, revoked: set[TP]) -> None:
+        self._positions.forget(revoked)
+        await super().on_partitions_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TP], generation_id: int = 0) -> None:
+        self._positions.keep_only(assigned)
+        await super().on_partitions_assigned(assigned, generation_id)
 
     async def _handle(self, lanes: dict[str, LaneHandler],
                       batches: dict[str, list[Message]]) -> None:
@@ -175,8 +232,7 @@ class LaneConsumer(faust_aiokafka.Consumer):
 
     def restore_fetch(self, records: dict[TP, list[Any]], active: set[TP] | None) -> None:
         """Apply a fetch's changelog records of the tables restored in batches (`_restore`)
-        before Faust's fetch loop sees them (`internals.lane_transport` hands it every fetch),
-        leaving it the last of each partition's.
+        before Faust's fetch loop sees them, leaving it the last of each partition's.
 
         That loop makes a Message of every record and asks for its partition's highwater on
         the way, which was most of a restart's time with a million sessions (two changelog

@@ -63,12 +63,6 @@ def test_graceful_stop_commits_so_nothing_is_processed_again(broker, tmp_path: P
         worker.stop()
 
 
-@pytest.mark.skipif(
-    os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu") == "tansu",
-    reason="on Tansu, a worker restarted into a group whose partner took over its partitions "
-    "is never fed one uncommitted partition by Faust, restart after restart (the stall "
-    "watchdog sees it); Apache Kafka runs this test (docs/brokers.md)",
-)
 def test_two_workers_one_killed_mid_stream_then_restarted(broker, tmp_path: Path):
     records = workload(ENTRIES, SESSIONS, seed=9)
     settings = worker_settings(broker, "rebalance", tmp_path, batch_size=200)

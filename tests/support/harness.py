@@ -13,7 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import CoordinatorLoadInProgressError, GroupCoordinatorNotAvailableError
 
 from stream.brokers import RunningBroker, free_port
 from stream.brokers.local import stop_process
@@ -45,7 +47,8 @@ class WorkerProcess:
     process: subprocess.Popen | None = None
     _log_start: int = 0
 
-    def start(self) -> WorkerProcess:
+    def start(self, *, wait: bool = True) -> WorkerProcess:
+        """Start the worker; with `wait`, until it is ready (Faust's "Worker ready")."""
         self.web_port = free_port()
         # a restart appends to the same log: only what this process writes counts as ready
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -57,8 +60,16 @@ class WorkerProcess:
             stderr=subprocess.STDOUT,
             cwd=self.log_path.parent,
         )
-        self.wait_ready()
+        if wait:
+            self.wait_ready()
         return self
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def send(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        self.process.send_signal(sig)
 
     def restart_if_stalled(self) -> None:
         """What a supervisor does with a worker that exited for a restart (code 3)."""
@@ -121,6 +132,22 @@ async def produce(settings: Settings, records: Iterable[tuple[bytes | None, byte
         return len(pending)
     finally:
         await producer.stop()
+
+
+async def group_offsets(settings: Settings) -> dict[int, int]:
+    """The offsets the worker's group has committed, per input partition (one with none is
+    left out; none while the broker has no coordinator for the group yet)."""
+    partitions = [TopicPartition(settings.input_topic, p) for p in range(settings.partitions)]
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    await admin.start()
+    try:
+        # with its partitions named: Tansu drops the connection otherwise
+        offsets = await admin.list_consumer_group_offsets(settings.app_id, partitions=partitions)
+    except (GroupCoordinatorNotAvailableError, CoordinatorLoadInProgressError):
+        return {}
+    finally:
+        await admin.close()
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
 
 
 async def consume_all(settings: Settings, topic: str) -> list:
