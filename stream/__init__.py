@@ -1,4 +1,4 @@
 """session-stream: cleans AI-agent session transcripts in flight."""
 
 # What users see moves this (CHANGELOG.md); pyproject.toml reads it from here.
-__version__ = "0.3.0"
+__version__ = "0.4.0"

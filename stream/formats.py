@@ -14,7 +14,7 @@ from stream import __version__
 
 # The newest state format each earlier release reads: `--upgrade-from RELEASE` makes a worker
 # write that format while workers of RELEASE may still take partitions back (docs/upgrading.md).
-READS_STATE: dict[str, int] = {"0.1": 1, "0.2": 2}
+READS_STATE: dict[str, int] = {"0.1": 1, "0.2": 2, "0.3": 3}
 
 # 1 is a failure, 2 a usage error (argparse), 3 a stalled worker (stream.worker.app).
 EXIT_CODE = 4

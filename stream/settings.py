@@ -93,8 +93,9 @@ OPTIONS: tuple[Option, ...] = (
            "unprocessed records but none was processed for this long (seconds; 0: never)",
            _seconds),
     Option("session_timeout", 10.0, "consumer group session timeout (seconds)", float),
-    Option("upgrade_from", "", "during a rolling upgrade from this release (0.1, 0.2), write the "
-           "state in the format it reads; unset once no worker of it runs (docs/upgrading.md)",
+    Option("upgrade_from", "", "during a rolling upgrade from this release (0.1, 0.2, 0.3), "
+           "write the state in the format it reads; unset once no worker of it runs "
+           "(docs/upgrading.md)",
            upgrade_from),
     Option("log_level", "info", "worker log level (debug, info, warning, error, critical)",
            log_level),

@@ -22,7 +22,7 @@ def test_version_names_the_package_and_the_formats_it_stores() -> None:
     done = _run("--version")
 
     assert done.returncode == 0
-    assert done.stdout == (f"session-stream {stream.__version__} (formats: state 3, "
+    assert done.stdout == (f"session-stream {stream.__version__} (formats: state 4, "
                            "positions 1, memory index 1)\n")
 
 

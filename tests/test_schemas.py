@@ -323,7 +323,18 @@ def storm_turns() -> list[dict]:
 _A1 = reply("a1", "u1", TEXT)
 _POSITIONAL_USER = user("u1", None, "hi", idempotencyKey="agent:main:main:user:0")
 UNIT = "The same paragraph, again and again. "
-_TWICE = reply("a1", "u1", TEXT, responseId="resp-1")  # persisted again below itself (2e)
+_TWICE = reply("a1", "u1", TEXT, responseId="resp-1")  # persisted again below itself
+_CALLER = reply("a1", "u1", "Listing.", calls=("toolu_01ABCDEFGHJKLMNOP",))
+_RESULT = message("r1", "a1", "toolResult", [{"type": "text", "text": "a b"}],
+                  toolCallId="toolu_01ABCDEFGHJKLMNOP", toolName="exec", isError=False)
+_INBOUND = user("u1", None, __openclaw={"transport": {
+    "channel": "telegram", "conversationRef": "conv_c6432d8e", "messageId": "4242"}})
+_KEYED = user("u1", None, idempotencyKey="run-1:user")
+
+
+def _again(original: dict, entry_id: str, parent: str) -> dict:
+    """The same message under a new id and parent."""
+    return {**original, "id": entry_id, "parentId": parent}
 
 # name -> (the kinds it must raise, the session's lines after its header)
 SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
@@ -543,12 +554,41 @@ SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
             reply("a1", "u2", TEXT),
         ],
     ),
-    "persisted-twice": (
-        {"persisted_twice"},
+    "same-response": (
+        {"same_response", "identity_conflict"},
         [
             user("u1", None),
             _TWICE,
             {**_TWICE, "id": "a2", "parentId": "a1"},
+            {**_TWICE, "id": "a3", "parentId": "a1",
+             "message": {**_TWICE["message"], "content": [{"type": "text", "text": "Other."}]}},
+        ],
+    ),
+    "same-tool-calls-and-results": (
+        {"same_tool_calls", "same_tool_result"},
+        [
+            user("u1", None),
+            _CALLER,
+            _RESULT,
+            _again(_CALLER, "a2", "r1"),
+            _again(_RESULT, "r2", "a2"),
+        ],
+    ),
+    "same-inbound": (
+        {"same_inbound"},
+        [
+            _INBOUND,
+            reply("a1", "u1", TEXT),
+            _again(_INBOUND, "u2", "a1"),
+        ],
+    ),
+    "rewritten-in-place": (
+        {"rewritten_in_place"},
+        [
+            _KEYED,
+            reply("a1", "u1", TEXT),
+            {**_KEYED, "message": {**_KEYED["message"],
+                                   "__openclaw": {"mirrorIdentity": "turn-3:prompt"}}},
         ],
     ),
     "repeated-answer": (

@@ -7,10 +7,17 @@ from typing import TYPE_CHECKING, Final
 
 from stream.engine.entry import Entry
 from stream.engine.records import Action, Alert, Severity, Source, alert_id
-from stream.engine.state import START_SEEN, Session, SessionState
+from stream.engine.state import (
+    IDENTITY_INDEX_FORMAT,
+    START_SEEN,
+    STATE_FORMAT,
+    Session,
+    SessionState,
+)
 from stream.engine.text import normalized_prefix
 
 if TYPE_CHECKING:
+    from stream.engine.rules.identities import IdentityUse
     from stream.engine.rules.keys import KeyUse
 
 DEFAULT_MAX_IDS: Final = 10_000
@@ -30,6 +37,10 @@ class Limits:
     # The heartbeat prompt OpenClaw is configured with, "" for the pinned releases' defaults:
     # a user message with it opens a heartbeat turn (rule 3a) when it carries no provenance.
     heartbeat_prompt: str = ""
+    # The state format the session's state is stored in: a worker writing an earlier format
+    # during a rolling upgrade (`--upgrade-from`) remembers nothing that format lacks, so a
+    # worker of the release that wrote it reads it as its own.
+    state_format: int = STATE_FORMAT
 
 
 @dataclass(slots=True, init=False)
@@ -48,8 +59,9 @@ class Context:
     output_value: list | None
     original_read: bool
     original_id: str | None
-    # what the message's idempotency key leaves behind once the message is kept
+    # what the message's idempotency key and identities leave behind once the message is kept
     key_use: KeyUse | None
+    identity_use: IdentityUse | None
 
     def __init__(
         self, session: Session, entry: Entry, source: Source, source_hash: int, limits: Limits
@@ -69,10 +81,16 @@ class Context:
         self.original_read = False
         self.original_id = None
         self.key_use = None
+        self.identity_use = None
 
     @property
     def state(self) -> SessionState:
         return self.session.state
+
+    @property
+    def indexes_identities(self) -> bool:
+        """The identity index and what else state format 4 added are kept."""
+        return self.limits.state_format >= IDENTITY_INDEX_FORMAT
 
     @property
     def sure_of_history(self) -> bool:

@@ -91,7 +91,9 @@ class Engine:
         if drop is None and record is None:
             drop = catalogue.find_copy(ctx)
         if drop is not None:
-            if drop.rule is not identity.REDELIVERY:
+            # a copy is remembered under its own id; the entry itself again (delivered again,
+            # or rewritten in place) already is
+            if drop.related != entry.id:
                 ctx.remember(
                     entry.record_key,
                     [
@@ -107,6 +109,8 @@ class Engine:
             return Verdict(Action.DROPPED, drop_rule=drop.rule.name)
         if ctx.key_use is not None:
             ctx.key_use.apply(ctx)
+        if ctx.identity_use is not None:
+            ctx.identity_use.apply(ctx)
         verdict = self._keep(ctx, first_occurrence=record is None)
         if record is not None:
             # A conflicting version is kept, so it is part of its turn (a user one opens a turn).
@@ -141,6 +145,10 @@ class Engine:
             tree.note_root(ctx)
         # The entry it stands beside (rule 2b): copies of that entry's children may hang below it.
         beside = tree.chain_original(ctx) if entry.type != "leaf" else None
+        if (entry.role == "assistant" and not entry.is_mirror and entry.reply_text_hash
+                and ctx.indexes_identities):
+            # a mirror that records no send of its own may repeat it anywhere later
+            correlation.index_reply(ctx)
         if _is_final_reply(entry) and entry.reply_text_hash:
             # A mirror may name this reply later, or hang below it once the branch moved.
             ctx.remember(
@@ -176,7 +184,7 @@ class Engine:
             drop = identity.redelivery(ctx, record)
             if drop is not None:
                 drop_alert(ctx, drop)
-                return Verdict(Action.DROPPED, drop_rule=identity.REDELIVERY.name)
+                return Verdict(Action.DROPPED, drop_rule=drop.rule.name)
             return self._keep(ctx, first_occurrence=False)
         if record[E_RULE] is not None:
             drop_alert(ctx, Drop(DROP_RULES[record[E_RULE]], record[E_RELATED]))
@@ -218,7 +226,7 @@ def _advance_turn(ctx: Context) -> None:
         return
     role = ROLE_CODES.get(entry.role or "", OTHER)
     if role == USER:
-        _open_turn(state, entry, ctx.limits.heartbeat_prompt)
+        _open_turn(state, entry, ctx.limits.heartbeat_prompt, ctx.indexes_identities)
     elif role == TOOL_RESULT and state.retry_hash:
         _forget_retry(state)
     state.last_role = role
@@ -231,6 +239,9 @@ def _advance_turn(ctx: Context) -> None:
         return
     if not entry.is_mirror:
         _note_reply(state, entry)
+        if ctx.indexes_identities:
+            state.turn_sent = state.turn_sent or entry.calls_message_tool
+            state.person_answered = state.person_answered or bool(entry.reply_text_hash)
     if entry.text_hash:
         state.latest_is_mirror = entry.is_mirror
         state.latest_text_hash = entry.text_hash if entry.is_mirror else entry.reply_text_hash
@@ -254,7 +265,8 @@ def _advance_turn(ctx: Context) -> None:
     state.prev_plain = entry.is_text_only and not entry.is_mirror
 
 
-def _open_turn(state: SessionState, entry: Entry, heartbeat_prompt: str) -> None:
+def _open_turn(state: SessionState, entry: Entry, heartbeat_prompt: str,
+               since_format_4: bool) -> None:
     # A heartbeat turn remembers the final reply of the turn before it (or the mirror that
     # delivered it), or what an earlier heartbeat that stayed silent remembered: a silent
     # turn delivers nothing of its own.
@@ -265,6 +277,8 @@ def _open_turn(state: SessionState, entry: Entry, heartbeat_prompt: str) -> None
     else:
         earlier_hash, earlier_id = state.latest_text_hash, state.latest_text_id
     state.start_turn()
+    if since_format_4 and entry.from_person:
+        state.person_seq, state.person_answered = state.seq, False
     if earlier_hash and heartbeat.opens_heartbeat_turn(entry, heartbeat_prompt):
         state.heartbeat_hash, state.heartbeat_id = earlier_hash, earlier_id
     key = entry.idempotency_key

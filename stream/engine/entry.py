@@ -8,6 +8,7 @@ import zlib
 from typing import Final
 
 import orjson
+import xxhash
 
 from stream.engine.text import (
     SLICE_CHARS,
@@ -24,7 +25,11 @@ from stream.engine.text import (
 THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 # Blocks no channel is sent (OpenClaw's internal reasoning types): not media beside the text.
 REASONING_BLOCKS: Final = frozenset({*THINKING_BLOCKS, "reasoning"})
-TOOL_CALL_BLOCKS: Final = frozenset({"toolCall", "tool_use", "toolUse", "function_call"})
+# OpenClaw's tool call block types (`TOOL_CALL_TYPES`: toolCall, toolUse, functionCall), and
+# the provider spellings an imported history may keep.
+TOOL_CALL_BLOCKS: Final = frozenset(
+    {"toolCall", "toolUse", "functionCall", "tool_use", "function_call"}
+)
 MIRROR_MODELS: Final = frozenset({"delivery-mirror", "gateway-injected"})
 # The `openclawDeliveryMirror.kind`s OpenClaw writes and honours; a reply marked with any
 # other kind is a model turn to OpenClaw, so it must not become droppable as a mirror here.
@@ -38,6 +43,7 @@ MIRROR_KINDS: Final = frozenset(
     }
 )
 ERROR_STOPS: Final = frozenset({"error", "aborted"})
+MESSAGE_TOOL: Final = "message"  # OpenClaw's tool that sends to a channel (`openclaw-tools`)
 COMMENTARY: Final = "commentary"
 PHASES: Final = frozenset({COMMENTARY, "final_answer"})
 _POSITIONAL_KEY: Final = re.compile(r"^(?P<scope>.*):(?P<role>user|assistant|toolResult):\d+$")
@@ -59,7 +65,9 @@ _MESSAGE_KEY: Final = b'"message":'
 _ENVELOPE: Final = frozenset({"id", "parentId", "timestamp", "appendMode", "firstKeptEntryId"})
 _ORJSON_LOADS: Final = orjson.loads  # a C static, not a module lookup per entry (text.XXH3_64)
 _FIND: Final = bytes.find  # likewise, where `raw.find` looks the method up by name each time
+_RFIND: Final = bytes.rfind
 _LINE_ENDS: Final = (10, 13)  # b"\n", b"\r"
+_TIMESTAMP_MEMBER: Final = b'"timestamp":'
 
 
 class MalformedEntry(ValueError):
@@ -111,11 +119,13 @@ class Entry:
     ask for (texts, their hashes, the content blocks, usage) is computed on first use."""
 
     __slots__ = (
+        "_calls_message_tool",
         "_has_non_text_blocks",
         "_has_other_blocks",
         "_has_thinking",
         "_has_tool_calls",
         "_is_text_only",
+        "_message_digest",
         "_normalized_bytes",
         "_phased",
         "_reply_text_hash",
@@ -174,6 +184,7 @@ class Entry:
         self._scanned = False
         self._has_thinking = False
         self._has_tool_calls = False
+        self._calls_message_tool = False
         self._is_text_only = True
         self._has_other_blocks = False
         self._has_non_text_blocks = False
@@ -184,6 +195,7 @@ class Entry:
         self._normalized_bytes: bytes | None = None
         self._reply_text_hash = -1
         self._usage_hash = -1
+        self._message_digest = -1
         read = message if isinstance(message, dict) else None
         if read is not None:
             self._read_message(read)
@@ -279,6 +291,8 @@ class Entry:
                 call_id = block.get("id")
                 if isinstance(call_id, str):
                     self._tool_call_ids.append(call_id)
+                if block.get("name") == MESSAGE_TOOL:
+                    self._calls_message_tool = True
             elif kind not in REASONING_BLOCKS:
                 self._has_other_blocks = True  # an image, an attachment, a kind unknown here
 
@@ -293,6 +307,13 @@ class Entry:
         if not self._scanned:
             self._scan_blocks()
         return self._has_tool_calls
+
+    @property
+    def calls_message_tool(self) -> bool:
+        """A call of OpenClaw's `message` tool: the model sends a message to a channel."""
+        if not self._scanned:
+            self._scan_blocks()
+        return self._calls_message_tool
 
     @property
     def tool_call_ids(self) -> list[str]:
@@ -389,6 +410,16 @@ class Entry:
         return source if isinstance(source, str) and source else None
 
     @property
+    def from_person(self) -> bool:
+        """A user message a person sent: without OpenClaw's `provenance`, or with its
+        `external_user` kind (ACP, voice); OpenClaw's own inputs (`internal_system`:
+        heartbeats, wakes; `inter_session`: announces, another session's sends) are not."""
+        provenance = self.field("provenance")
+        if not isinstance(provenance, dict):
+            return True
+        return provenance.get("kind") == "external_user"
+
+    @property
     def provenance_tool(self) -> str | None:
         """`provenance.sourceTool` of an input OpenClaw wrote itself (a heartbeat, a subagent's
         announce) rather than a person."""
@@ -434,6 +465,32 @@ class Entry:
         )
 
     @property
+    def response_id(self) -> str | None:
+        """The provider's id of the model call that wrote the reply (`responseId`)."""
+        value = self.field("responseId")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def inbound_identity(self) -> str | None:
+        """The channel's own id of an inbound user message with the route it came by, as
+        OpenClaw 2026.8+ records them (`__openclaw.transport`: channel, conversation and
+        message id; `buildChannelSourceTurnId` scopes a provider's ids the same way, as they
+        are not unique across conversations)."""
+        facts = self.field("__openclaw")
+        transport = facts.get("transport") if isinstance(facts, dict) else None
+        if not isinstance(transport, dict):
+            return None
+        message_id = transport.get("messageId")
+        if isinstance(message_id, int) and not isinstance(message_id, bool):
+            message_id = str(message_id)
+        if not (isinstance(message_id, str) and message_id):
+            return None
+        route = [transport.get("channel"), transport.get("conversationRef")]
+        if not all(isinstance(part, str) and part for part in route):
+            return None
+        return f"{route[0]}\x00{route[1]}\x00{message_id}"
+
+    @property
     def delivery_marker(self) -> dict:
         """A mirror's `openclawDeliveryMirror`: what it says it delivered ({} for none)."""
         marker = self.field("openclawDeliveryMirror")
@@ -465,6 +522,73 @@ class Entry:
     @property
     def content_fingerprint(self) -> int:
         return digest64(_canonical([self.role, self.field("content")]))
+
+    @property
+    def message_digest(self) -> int:
+        """The message without its own timestamp, for one OpenClaw wrote without a numeric one
+        (0 for an entry without a message): a stamped message is compared by its payload and
+        stamp instead (`same_message`)."""
+        value = self._message_digest
+        if value < 0:
+            value = self._message_digest = self._digest_message()
+        return value
+
+    def _digest_message(self) -> int:
+        message, raw = self.message, self.raw
+        start = _FIND(raw, _MESSAGE_KEY) if message is not None else -1
+        if message is None or start < 0:
+            return 0
+        if "timestamp" not in message:
+            return XXH3_64(memoryview(raw)[start + len(_MESSAGE_KEY):]) | 1
+        # written otherwise than OpenClaw writes it: canonical JSON, timestamp aside
+        rest = {key: item for key, item in message.items() if key != "timestamp"}
+        return digest64(_canonical(rest)) | 1
+
+    @property
+    def message_token(self) -> tuple[int, object]:
+        """What an identity remembers of the message, to tell a copy by later: its payload's
+        digest and its stamp (both already read), or, unstamped, its message digest."""
+        if self.payload_digest:
+            return self.payload_digest, self.field("timestamp")
+        return self.message_digest, None
+
+    def same_message(self, digest: int, stamp: object) -> bool:
+        """Whether this message is the one `message_token` gave (`digest`, `stamp`) but for its
+        own timestamp, as OpenClaw's idempotent replay compares messages (deep equality
+        without the top-level timestamp): a copy stamped anew is still the same message."""
+        if stamp is None:
+            return not self.payload_digest and self.message_digest == digest
+        if not self.payload_digest:
+            return False
+        if self.payload_digest == digest:
+            return True
+        return self._restamped(stamp) == digest
+
+    def _restamped(self, stamp: object) -> int:
+        """The payload's digest this message would have with `stamp` for its own timestamp."""
+        raw, message = self.raw, self.message
+        start = _FIND(raw, _MESSAGE_KEY)
+        if message is None or start < 0:
+            return 0
+        member = _TIMESTAMP_MEMBER + _json_scalar(message.get("timestamp"))
+        # OpenClaw writes a message's timestamp as its last member: found at once from the end
+        at = _RFIND(raw, member, start)
+        if at < 0:
+            return 0
+        stamped = xxhash.xxh3_64(memoryview(raw)[start + len(_MESSAGE_KEY):at])
+        stamped.update(_TIMESTAMP_MEMBER + _json_scalar(stamp))
+        stamped.update(memoryview(raw)[at + len(member):])
+        return stamped.intdigest()
+
+
+def _json_scalar(value: object) -> bytes:
+    """A scalar as compact JSON writes it (an int by its digits, without orjson's buffer)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value).encode()
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value).encode()
 
 
 def payload_of(fingerprint: int) -> int:

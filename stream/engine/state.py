@@ -16,6 +16,12 @@ from mypy_extensions import mypyc_attr
 # The engine's module constants are Final: compiled, they become C constants instead of
 # lookups in the module's dict.
 
+# The format of the state and memory this version stores (CHANGELOG.md, docs/upgrading.md):
+# 4 added the identity index (its memory keys, a tool call's message digest) and the state of
+# mirrors compared with the session (`turn_sent`, `person_seq`, `person_answered`).
+STATE_FORMAT: Final = 4
+IDENTITY_INDEX_FORMAT: Final = 4
+
 # Message roles as small ints keep the serialized state short.
 NONE: Final = 0
 USER: Final = 1
@@ -99,6 +105,14 @@ class SessionState:
     announce_hash: int = 0
     announce_id: str | None = None
     announce_key: str | None = None
+    # a model reply of the turn sent a message through OpenClaw's `message` tool: a mirror in
+    # the turn may record that send rather than copy a reply
+    turn_sent: bool = False
+    # the seq of the latest user message a person sent (not OpenClaw's own input: a heartbeat,
+    # a wake, an announce, another session's send)
+    person_seq: int = 0
+    # a model reply with text answered that message
+    person_answered: bool = False
 
     def is_replay(self, origin: int, position: int) -> bool:
         """A record at or before the last one processed from the same origin was seen already
@@ -136,6 +150,7 @@ class SessionState:
         self.announce_hash = 0
         self.announce_id = None
         self.announce_key = None
+        self.turn_sent = False
 
     def to_list(self) -> list:
         """The fields in order, without the trailing ones that hold their defaults: they load

@@ -83,12 +83,12 @@ def create_app(settings: Settings) -> Worker:
     memory = app.Table(MEMORY_TABLE, **table_options)
     app.restore_in_batches(sessions)
     app.restore_in_batches(memory)
+    state_format = state_format_for(settings.upgrade_from) or STATE_FORMAT
     store = TableStore(internals.table_dict(sessions), internals.table_dict(memory),
-                       sessions.changelog_topic_name, memory.changelog_topic_name,
-                       state_format_for(settings.upgrade_from) or STATE_FORMAT)
+                       sessions.changelog_topic_name, memory.changelog_topic_name, state_format)
     processor = BatchProcessor(
         Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars,
-                      heartbeat_prompt=settings.heartbeat_prompt)),
+                      heartbeat_prompt=settings.heartbeat_prompt, state_format=state_format)),
         store,
         settings,
     )

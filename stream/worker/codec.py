@@ -14,7 +14,8 @@ state], a remembered value a list), in MessagePack, whose first byte is 0x90-0x9
 MessagePack's positive fixints, which no array begins with, and below "[". So the first byte
 alone tells them apart. Format 2 holds format 1's lists; format 3 holds format 2's, and a
 stored session may carry a fourth item, the session's memory while it is small
-(`stream.worker.tables`).
+(`stream.worker.tables`); format 4 holds format 3's, with the identity index's memory keys and
+the state fields it added (`stream.engine.state.STATE_FORMAT`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from typing import Final
 import msgpack
 import orjson
 
+from stream.engine.state import STATE_FORMAT
 from stream.formats import FormatTooNew
 
-STATE_FORMAT: Final = 3
 # The formats this version writes: the current one, and the one each earlier release reads
 # while its workers may still read the tables (`--upgrade-from`, docs/upgrading.md).
-WRITABLE: Final = (1, 2, 3)
+WRITABLE: Final = (1, 2, 3, 4)
 _TAG: Final = bytes([STATE_FORMAT])
 _JSON_ARRAY: Final = 0x5B
 _LAST_TAG: Final = _JSON_ARRAY - 1

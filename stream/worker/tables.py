@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from stream.engine import SessionState
-from stream.engine.state import FIELD_NAMES
+from stream.engine.state import FIELD_NAMES, IDENTITY_INDEX_FORMAT
 from stream.worker import codec
 
 _SEP = b"\x00"
@@ -26,6 +26,11 @@ _SEP = b"\x00"
 # of a turn a completion wake opened, which 0.2.0 added after them, is lost with them (a
 # `repeated_answer` missed) rather than the whole session (its redeliveries kept).
 _FORMAT_1_FIELDS: Final = FIELD_NAMES.index("heartbeat_silent") + 1
+# 0.2.0 and 0.3.0 load a stored state into the fields they knew, through `announce_key`, and
+# start a session whose state holds more afresh: formats 2 and 3 hold no more. A worker writing
+# them runs without what format 4 added, which it may still find in a state a newer worker
+# wrote mid-upgrade.
+_FORMAT_3_FIELDS: Final = FIELD_NAMES.index("announce_key") + 1
 # The first state format whose stored session can hold the session's memory.
 _INLINE_FORMAT: Final = 3
 # A session's memory lives in its stored value until it holds more than this many values, then
@@ -51,6 +56,8 @@ class StoredSession:
         state = self.state.to_list()
         if state_format == 1:
             del state[_FORMAT_1_FIELDS:]
+        elif state_format < IDENTITY_INDEX_FORMAT:
+            del state[_FORMAT_3_FIELDS:]
         value: list = [int(self.touched), self.partition, state]
         if self.memory is not None:
             value.append(codec.pack_memory(self.memory))
@@ -102,6 +109,11 @@ class TableStore:
         self._sessions_topic = sessions_topic
         self._memory_topic = memory_topic
         self._state_format = state_format
+
+    @property
+    def state_format(self) -> int:
+        """The format it writes (the engine remembers no more than it holds)."""
+        return self._state_format
 
     def transaction(self) -> TableTransaction:
         return TableTransaction(self._sessions, self._sessions_topic, self._memory,

@@ -1,4 +1,4 @@
-"""A rolling upgrade from state format 1 (0.1.0) and from state format 2 (0.2.0) on a real
+"""A rolling upgrade from state format 1 (0.1.0), 2 (0.2.0) and 3 (0.3.0) on a real
 broker: workers of the last commit that wrote the format process the first part of a stream,
 then are replaced one by one by this version while input continues, in the two rounds
 docs/upgrading.md prescribes (first `--upgrade-from <release>`, then without), partitions moving
@@ -31,7 +31,7 @@ from tests.support.workload import workload
 pytestmark = pytest.mark.integration
 
 # Each release upgraded from: the last commit that wrote its state format, and that format.
-RELEASES = {"0.1": ("a76737c", 1), "0.2": ("29b7df1", 2)}
+RELEASES = {"0.1": ("a76737c", 1), "0.2": ("29b7df1", 2), "0.3": ("2825abc", 3)}
 
 
 def _produce_slowly(settings, records, chunks: int = 10) -> threading.Thread:
@@ -81,7 +81,7 @@ def test_a_rolling_upgrade_loses_and_doubles_nothing(
             running.remove(previous)
             running.append(worker(f"upgrading-{number}", upgrading))
         feeding.join()
-        # Round 2: every worker is new; each restarted writing format 3.
+        # Round 2: every worker is new; each restarted writing the current format.
         feeding = _produce_slowly(settings, third + again)
         for number, previous in enumerate(list(running)):
             previous.stop()
@@ -98,4 +98,4 @@ def test_a_rolling_upgrade_loses_and_doubles_nothing(
     # both formats were written: the old one by the old and the upgrading workers, then 3
     written = run(consume_all(settings, changelog_topics(settings)[0]))
     formats = [codec.format_of(record.value) for record in written if record.value]
-    assert set(formats) == {old_format, 3}
+    assert set(formats) == {old_format, codec.STATE_FORMAT}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from stream.engine import Action, Severity
 from tests.support.builders import (
     THINKING_REJECTED,
@@ -11,6 +13,7 @@ from tests.support.builders import (
     alerts,
     assert_valid_tree,
     assistant,
+    counted_usage,
     custom,
     drops,
     header,
@@ -18,6 +21,7 @@ from tests.support.builders import (
     kept_ids,
     run,
     user,
+    zero_usage,
 )
 
 
@@ -191,3 +195,26 @@ def test_d_mistagged_subagent_echo_and_thinking_rejection_loop():
     assert loop.entry_id == failures[1]["id"]
     assert loop.evidence["count"] == 2
     assert all(failure["id"] in kept_ids(verdicts) for failure in failures)
+
+
+def test_d_an_echo_beside_the_reply_it_copies_is_dropped():
+    """The seed's echo hanging beside its reply: a second child of the turn's user message,
+    with the reply's provider, model and counted usage copied verbatim."""
+    text = "Subagent finished: 3 files changed, tests pass."
+    ask = user("run the subagent")
+    reply = assistant(text, thinking="Summarize the subagent result.", parent=ask["id"])
+    echo = assistant(text, parent=ask["id"], usage=reply["message"]["usage"])
+    verdicts = run([header(), ask, reply, echo])
+    assert drops(verdicts) == {echo["id"]: ("mistagged_echo", reply["id"])}
+
+
+@pytest.mark.parametrize("usage", ["zero", "its own"])
+def test_d_a_reply_beside_the_first_billed_otherwise_answers_the_user_and_is_kept(usage):
+    """A second delivery's reply with the first reply's words: billed on its own, or at zero
+    (#126680's note), it answers the user message it hangs below."""
+    text = "Subagent finished: 3 files changed, tests pass."
+    ask = user("run the subagent")
+    reply = assistant(text, thinking="Summarize the subagent result.", parent=ask["id"])
+    second = assistant(text, parent=ask["id"],
+                       usage=zero_usage() if usage == "zero" else counted_usage())
+    assert not drops(run([header(), ask, reply, second]))

@@ -10,6 +10,7 @@ from stream.engine import Action, Engine, FileSource, KafkaSource, Limits, Sever
 from tests.support.builders import (
     alert_kinds,
     alerts,
+    assert_clean_twice_is_clean,
     assert_valid_tree,
     assistant,
     custom,
@@ -98,6 +99,37 @@ def test_same_id_with_different_content_is_kept_with_an_entry_id_conflict():
     assert conflict.related_entry_id == a["id"]
     assert conflict.source.line == 4
     assert not drops(verdicts)
+
+
+def _annotated(message_entry: dict, **facts) -> dict:
+    """The row as OpenClaw 2026.8+ rewrites it in place (`rewriteTranscriptMessageAtAnchor`):
+    its id, parent, time and message, with facts added under `__openclaw`."""
+    again = json.loads(json.dumps(message_entry))
+    again["message"].setdefault("__openclaw", {}).update(facts)
+    return again
+
+
+def test_a_row_rewritten_in_place_under_its_key_is_the_same_message():
+    """2026.9.1+ annotates the admitted Codex prompt where it is; the store sources send the
+    row again."""
+    prompt = user(TEXT, idempotency_key="run-7:user")
+    reply = assistant("Sure.")
+    again = _annotated(prompt, mirrorIdentity="turn-3:prompt", mirrorOrigin="codex-app-server")
+    verdicts = run([header(), prompt, reply, again])
+    assert drops(verdicts) == {prompt["id"]: ("rewritten_in_place", prompt["id"])}
+    assert not alerts(verdicts, "entry_id_conflict")
+    assert_clean_twice_is_clean(verdicts)
+
+
+@pytest.mark.parametrize("change", ["unkeyed", "other content"])
+def test_a_row_with_its_id_and_other_words_is_no_rewrite_in_place(change):
+    prompt = user(TEXT, idempotency_key=None if change == "unkeyed" else "run-7:user")
+    again = _annotated(prompt, steerTargetRunId="run-8")
+    if change == "other content":
+        again["message"]["content"][0]["text"] = "Something else entirely."
+    verdicts = run([header(), prompt, assistant("Sure."), again])
+    assert not drops(verdicts)
+    assert alerts(verdicts, "entry_id_conflict")
 
 
 def test_reprocessing_the_same_file_lines_is_not_a_redelivery():
@@ -339,11 +371,14 @@ def test_mirror_repeating_the_previous_turn_is_kept():
     assert not drops(verdicts)
 
 
-def test_mirror_compares_with_the_latest_assistant_text_of_the_turn():
+def test_mirror_compares_with_every_reply_of_the_turn():
+    """OpenClaw delivers the text before a tool call as a block of its own, and mirrors the
+    turn's deliveries after its last reply (the corpus has such a turn)."""
     a = assistant(TEXT, tool_calls=["c1"])
     b = assistant("Something else entirely, now that the tool answered.")
-    verdicts = run([header(), user(), a, tool_result("c1"), b, mirror(TEXT)])
-    assert not drops(verdicts)
+    m = mirror(TEXT)
+    verdicts = run([header(), user(), a, tool_result("c1"), b, m])
+    assert drops(verdicts) == {m["id"]: ("delivery_mirror_duplicate", a["id"])}
     # an assistant without text does not count as the latest text
     c = assistant(TEXT, tool_calls=["c2"])
     silent = assistant(tool_calls=["c3"])
@@ -385,11 +420,46 @@ def test_every_mirror_repeating_the_reply_is_dropped_however_many_came_before():
     assert not drops(run(outputs(verdicts)))
 
 
-def test_a_mirror_after_a_mirror_with_other_text_is_kept_though_the_reply_has_its_text():
-    """Every peer compares with the latest assistant row: here a send with other words."""
+def test_a_mirror_after_a_mirror_with_other_text_still_repeats_the_reply():
+    """A kept mirror between them hides nothing: the mirror records no send of its own, and
+    repeats a reply of its turn (OpenClaw's writer compares with the latest row only)."""
     a = assistant(TEXT)
     other = mirror("And here is the chart you asked for.")
-    assert not drops(run([header(), user(), a, other, mirror(TEXT)]))
+    again = mirror(TEXT)
+    verdicts = run([header(), user(), a, other, again])
+    assert drops(verdicts) == {again["id"]: ("delivery_mirror_duplicate", a["id"])}
+
+
+@pytest.mark.parametrize("between", ["heartbeat", "announce", "forwarded"])
+def test_a_mirror_after_openclaw_s_own_input_still_repeats_the_reply(between):
+    """A heartbeat, a completion announce or another session's send is OpenClaw's input, not
+    a person's: a mirror after it that repeats the reply before it is a copy (#64152)."""
+    provenance = {
+        "heartbeat": {"kind": "internal_system", "sourceTool": "heartbeat"},
+        "announce": {"kind": "inter_session", "sourceTool": "subagent_announce"},
+        "forwarded": {"kind": "inter_session", "sourceTool": "sessions_send"},
+    }[between]
+    a = assistant(TEXT)
+    wake = user("[OpenClaw system event]", provenance=provenance)
+    again = mirror(TEXT)
+    verdicts = run([header(), user(), a, wake, assistant("Noted."), again])
+    assert drops(verdicts) == {again["id"]: ("delivery_mirror_duplicate", a["id"])}
+
+
+@pytest.mark.parametrize("provenance", [None, {"kind": "external_user", "sourceTool": "acp"}])
+def test_a_mirror_after_a_person_s_message_delivers_an_answer_to_it(provenance):
+    """OpenClaw's session memory keeps it (tests/peer: session-memory)."""
+    a = assistant(TEXT)
+    verdicts = run([header(), user(), a, user("again?", provenance=provenance), mirror(TEXT)])
+    assert not drops(verdicts)
+
+
+def test_a_mirror_in_a_turn_that_sent_through_the_message_tool_records_that_send():
+    a = assistant(TEXT)
+    send = assistant("Sending it to the team.", tool_calls=["call_send_1"])
+    send["message"]["content"][-1]["name"] = "message"
+    verdicts = run([header(), user(), a, send, tool_result("call_send_1"), mirror(TEXT)])
+    assert not drops(verdicts)
 
 
 # What the mirror says it delivered decides what it is compared with.

@@ -180,17 +180,56 @@ def test_corpus_accounting_balances(corpus_run):
     assert total.entries_in == sum(int(r["line_count"]) for r in rows.values())
 
 
+def _mirrors_repeating_a_reply(values: list[dict]) -> set[int]:
+    """The rows of a session that are mirrors repeating a model reply, read from the file
+    alone (docs/rules.md): an unkeyed mirror in a turn that made no message-tool call repeats
+    a reply written since a person's last message; any other one the reply just before it or
+    its parent."""
+    found: set[int] = set()
+    texts: set[str] = set()
+    by_id = {value.get("id"): value for value in values}
+    sent = False
+    previous = ""
+    for i, value in enumerate(values):
+        message = value.get("message") if value.get("type") == "message" else None
+        if not isinstance(message, dict):
+            continue
+        text = normalized_text(message)
+        if message.get("role") == "user":
+            sent = False
+            provenance = message.get("provenance")
+            if not isinstance(provenance, dict) or provenance.get("kind") == "external_user":
+                texts = set()
+        elif message.get("role") == "assistant" and text:
+            if not is_mirror(message):
+                texts.add(text)
+                calls = [b for b in message.get("content") or [] if isinstance(b, dict)
+                         and b.get("type") == "toolCall"]
+                sent = sent or any(call.get("name") == "message" for call in calls)
+            elif (not sent and "idempotencyKey" not in message and text in texts) or text in (
+                    previous, normalized_text(by_id.get(value.get("parentId"), {}).get("message")
+                                              or {})):
+                found.add(i)
+            previous = text
+    return found
+
+
 def test_corpus_drops_are_exactly_the_mirrors_that_repeat_their_reply(corpus_run):
+    """Every drop in the real corpus is a mirror repeating a reply; the manifest counts those
+    that repeat the assistant row just before them. A session delivers a turn's texts as
+    mirrors after the turn's last reply: those are copies too (a kept row between a reply and
+    its mirror hides no copy)."""
     rows = manifest()
     total = 0
     for relative, (_, lines, verdicts) in corpus_run.items():
         values = [json.loads(raw) for _, raw in lines]
         index = {v.get("id"): i for i, v in reversed(list(enumerate(values)))}
-        dropped = [i for i, v in enumerate(verdicts) if v.action is Action.DROPPED]
-        assert len(dropped) == int(rows[relative]["mirror_equals_prev_assistant"]), relative
+        dropped = {i for i, v in enumerate(verdicts) if v.action is Action.DROPPED}
+        assert dropped == _mirrors_repeating_a_reply(values), relative
+        assert len(dropped) >= int(rows[relative]["mirror_equals_prev_assistant"]), relative
         total += len(dropped)
         for i in dropped:
-            (alert,) = verdicts[i].alerts
+            (alert,) = [a for a in verdicts[i].alerts if a.action is Action.DROPPED]
             assert alert.kind == "delivery_mirror_duplicate"
             message = values[i]["message"]
             assert is_mirror(message)
@@ -200,13 +239,7 @@ def test_corpus_drops_are_exactly_the_mirrors_that_repeat_their_reply(corpus_run
             original = values[j]["message"]
             assert original["role"] == "assistant"
             assert normalized_text(original) == normalized_text(message) != ""
-            # same turn: no kept user message between the reply and its mirror
-            between = values[j + 1 : i]
-            assert not any(
-                v.get("message", {}).get("role") == "user" and verdicts[j + 1 + k].output
-                for k, v in enumerate(between)
-            )
-    assert total == sum(int(r["mirror_equals_prev_assistant"]) for r in rows.values()) == 8
+    assert total > sum(int(r["mirror_equals_prev_assistant"]) for r in rows.values())
 
 
 def test_corpus_detections_stay_within_what_the_manifest_counts(corpus_run):

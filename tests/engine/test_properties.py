@@ -521,17 +521,21 @@ def test_interleaved_sessions_give_the_same_per_session_results(sessions, rnd):
 # Drops decided by identity (an id, a key, a copy's place and payload), not by text.
 IDENTITY_DROPS = (
     "redelivery", "idempotent_replay", "announce_retry_duplicate", "rewrite_copy", "persisted_copy",
+    "same_response", "same_tool_calls", "same_tool_result", "same_inbound",
 )
 
 
 @SETTINGS
 @given(session_lines(max_size=30))
 def test_echo_drops_repeat_an_earlier_kept_assistant_text_of_the_same_turn(lines):
-    """A dropped text repeats a kept reply of its turn; a heartbeat's replay one of the
-    session's; a cli record all the turn's model replies joined."""
+    """A dropped text repeats a kept reply of its turn; a mirror one since a person last wrote,
+    or any one once a reply answered that person; a heartbeat's replay one of the session's; a
+    cli record all the turn's model replies joined."""
     verdicts = clean(lines)
     turn_texts: set[str] = set()
     turn_replies: list[str] = []
+    since_person: set[str] = set()
+    answered = False
     session_texts: set[str] = set()
     for raw, verdict in zip(lines, verdicts, strict=True):
         if verdict.action is Action.DEAD_LETTERED:
@@ -546,6 +550,8 @@ def test_echo_drops_repeat_an_earlier_kept_assistant_text_of_the_same_turn(lines
                     assert text in session_texts
                 elif verdict.drop_rule == "cli_aggregate_duplicate":
                     assert text == " ".join(turn_replies)
+                elif verdict.drop_rule == "delivery_mirror_duplicate":
+                    assert text in (session_texts if answered else turn_texts | since_person)
                 else:
                     assert text in turn_texts
             continue
@@ -554,11 +560,17 @@ def test_echo_drops_repeat_an_earlier_kept_assistant_text_of_the_same_turn(lines
         if message.get("role") == "user":
             turn_texts = set()
             turn_replies = []
+            provenance = message.get("provenance")
+            if not isinstance(provenance, dict) or provenance.get("kind") == "external_user":
+                since_person = set()
+                answered = False
         elif message.get("role") == "assistant":
             text = normalized_text(message)
             if text:
                 turn_texts.add(text)
                 session_texts.add(text)
+                since_person.add(text)
+                answered = answered or not is_mirror(message)
                 if message.get("api") != "cli" and not is_mirror(message):
                     turn_replies.append(text)
 

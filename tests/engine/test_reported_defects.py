@@ -567,6 +567,15 @@ PROMPT_5 = (
     "repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK."
 )
 TASKS = "Run the following periodic tasks (only those due based on their intervals):"
+CONTEXT_5 = (
+    "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or "
+    "repeat old tasks from prior chats."
+)
+RESPOND = (
+    "Use heartbeat_respond to report the wake outcome. Set notify=false when nothing needs the "
+    "user's attention. Set notify=true with notificationText only when the user should be "
+    "interrupted."
+)
 
 
 def _silent_turn(opener: dict, limits=None):
@@ -591,14 +600,21 @@ def _silent_turn(opener: dict, limits=None):
         PROMPT_5 + " Current time: 2026-05-12 08:00 UTC",
         TASKS + "\n- inbox (every 30m)\nAfter completing all due tasks, reply NO_REPLY.",
         TASKS + "\n- inbox\nAfter completing all due tasks, reply HEARTBEAT_OK.",
+        f"{CONTEXT_9} {RESPOND}",
+        f"{CONTEXT_5} {RESPOND}\n\nCurrent time: 2026-07-01 08:00 UTC",
+        PROMPT_5 + "\nWhen reading HEARTBEAT.md, use workspace file /home/a/HEARTBEAT.md (exact "
+        "case). Do not read docs/heartbeat.md.",
+        PROMPT_5 + "\n\nIf the heartbeat_respond tool is available, call it to record the "
+        "heartbeat outcome.",
     ],
     ids=["poll", "cron-wake", "session-event", "exec-completion", "delivery-hint", "prompt-9.6",
          "prompt-9.6-scratch", "prompt-9.6-response-tool", "prompt-5.12", "tasks-9.6",
-         "tasks-5.12"],
+         "tasks-5.12", "response-tool-8.1-9.3", "response-tool-5.7-7.35",
+         "prompt-2.26-4.15-workspace-hint", "prompt-5.2-response-tool"],
 )
 def test_a_heartbeat_turn_known_by_its_text_replays_nothing(text):
     """Without `provenance`, a heartbeat user message is known as OpenClaw knows it, by its
-    text (the pinned releases' defaults)."""
+    text: each release line's defaults since 2026.2 (docs/rules.md, "Heartbeats")."""
     verdicts, reply, copy = _silent_turn(user(text))
     assert drops(verdicts) == {copy["id"]: ("silent_turn_replay", reply["id"])}
 

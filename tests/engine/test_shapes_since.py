@@ -392,8 +392,8 @@ def test_a_reply_persisted_twice_below_itself_is_dropped():
     twin = copied(reply, reply["id"])
     after = user("and tomorrow?")
     verdicts = run([header(), user("weather?"), reply, twin, after])
-    assert drops(verdicts) == {twin["id"]: ("persisted_twice", reply["id"])}
-    (alert,) = alerts(verdicts, "persisted_twice")
+    assert drops(verdicts) == {twin["id"]: ("same_response", reply["id"])}
+    (alert,) = alerts(verdicts, "same_response")
     assert alert.severity is Severity.INFO
     assert parents(verdicts)[after["id"]] == reply["id"]
     assert not alerts(verdicts, "consecutive_assistant")
@@ -401,16 +401,24 @@ def test_a_reply_persisted_twice_below_itself_is_dropped():
     assert_clean_twice_is_clean(verdicts)
 
 
-@pytest.mark.parametrize("change", ["another timestamp", "another responseId", "unstamped"])
-def test_a_reply_below_its_twin_with_anything_of_its_own_is_kept(change):
+@pytest.mark.parametrize("change", ["another timestamp", "unstamped"])
+def test_a_reply_below_its_twin_stamped_anew_is_still_the_same_response(change):
+    """The message's own timestamp is not what a copy keeps: the response id and the message
+    without it say it is the same model call's reply."""
     reply = _gemini_reply()
     twin = copied(reply, reply["id"])
     if change == "another timestamp":
         twin["message"]["timestamp"] += 2100
-    elif change == "another responseId":
-        twin["message"]["responseId"] = "resp_gm_2"
     else:
         del reply["message"]["timestamp"], twin["message"]["timestamp"]
+    verdicts = run([header(), user("weather?"), reply, twin])
+    assert drops(verdicts) == {twin["id"]: ("same_response", reply["id"])}
+
+
+def test_a_reply_below_its_twin_from_another_model_call_is_kept():
+    reply = _gemini_reply()
+    twin = copied(reply, reply["id"])
+    twin["message"]["responseId"] = "resp_gm_2"
     verdicts = run([header(), user("weather?"), reply, twin])
     assert not drops(verdicts)
     assert alerts(verdicts, "consecutive_assistant")
@@ -471,7 +479,7 @@ def test_a_history_read_that_writes_every_message_again_from_the_root_is_dropped
     follow = user("Thanks!", parent=branch[-1]["id"])
     verdicts = run([header(), *originals, *branch, follow])
     assert drops(verdicts) == {
-        twin["id"]: ("rewrite_copy", original["id"])
+        twin["id"]: (_copy_rule(original), original["id"])
         for twin, original in zip(branch, originals, strict=True)
     }
     assert parents(verdicts)[follow["id"]] == originals[-1]["id"]
@@ -479,13 +487,20 @@ def test_a_history_read_that_writes_every_message_again_from_the_root_is_dropped
     assert_clean_twice_is_clean(verdicts)
 
 
+def _copy_rule(original: dict) -> str:
+    """A reply is known by its provider's response id; a user message by its place."""
+    return "same_response" if "responseId" in original["message"] else "rewrite_copy"
+
+
 def test_a_second_root_whose_messages_are_their_own_is_kept():
-    """The same words again from a new root, each message with a time of its own (a session
-    started over): nothing is a copy."""
+    """The same words again from a new root, each message with a time of its own and each
+    reply from a model call of its own (a session started over): nothing is a copy."""
     originals = _conversation()
     branch = _branch_of(originals, None)
     for twin in branch:
         twin["message"]["timestamp"] += 86_400_000
+        if "responseId" in twin["message"]:
+            twin["message"]["responseId"] += "-again"
     verdicts = run([header(), *originals, *branch])
     assert not drops(verdicts)
 
@@ -498,7 +513,7 @@ def test_a_second_root_with_a_message_of_its_own_is_the_rewritten_entry():
     branch[0]["message"]["content"][0]["text"] = "What changed in v2.1?"
     verdicts = run([header(), *originals, *branch])
     assert drops(verdicts) == {
-        twin["id"]: ("rewrite_copy", original["id"])
+        twin["id"]: (_copy_rule(original), original["id"])
         for twin, original in zip(branch[1:], originals[1:], strict=True)
     }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stream.engine import Engine
+from stream.engine import Engine, Limits
 from stream.settings import Settings
 from stream.worker import codec
 from stream.worker.processor import BatchProcessor, InRecord, ProcessedBatch
@@ -24,7 +24,7 @@ def new_store(tables: tuple[dict[bytes, bytes], dict[bytes, bytes]] | None = Non
 
 
 def process(store: TableStore, records: list[tuple[int, int, bytes, bytes]]) -> ProcessedBatch:
-    processor = BatchProcessor(Engine(), store, SETTINGS)
+    processor = BatchProcessor(Engine(Limits(state_format=store.state_format)), store, SETTINGS)
     return processor.process(
         [InRecord(fixture.TOPIC, p, o, k, v) for p, o, k, v in records], fixture.NOW)
 

@@ -1,6 +1,6 @@
 """What 0.2.0 (the last commit that wrote state format 2) does with the state of this version
-during a rolling upgrade: it refuses format 3 (FormatTooNew, which stops its worker at recovery)
-rather than misreading it, and continues what a worker upgrading from it
+during a rolling upgrade: it refuses a newer format (FormatTooNew, which stops its worker at
+recovery) rather than misreading it, and continues what a worker upgrading from it
 (`--upgrade-from 0.2`) wrote, every redelivery dropped as one (docs/upgrading.md)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from stream.worker import codec
 from tests.support import old_release
 from tests.support.state_stores import after_the_first_part, fixture_halves, process, store_after
 
@@ -22,7 +23,7 @@ def format_2_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                    tmp_path_factory)
 
 
-def test_0_2_0_refuses_format_3_and_continues_what_a_worker_upgrading_from_it_wrote(
+def test_0_2_0_refuses_a_newer_format_and_continues_what_a_worker_upgrading_from_it_wrote(
         format_2_tree: Path) -> None:
     first, rest = fixture_halves()
     later, again = after_the_first_part(first, rest)
@@ -35,7 +36,8 @@ def test_0_2_0_refuses_format_3_and_continues_what_a_worker_upgrading_from_it_wr
                                later + again)
 
     assert refused.error is not None and refused.error.startswith(
-        "FormatTooNew: a table value holds state format 3, newer than session-stream 0.2.0 "
+        f"FormatTooNew: a table value holds state format {codec.STATE_FORMAT}, newer than "
+        "session-stream 0.2.0 "
         "reads (state format 2)")
     assert "unreadable state" not in refused.log
     assert read.error is None and "unreadable state" not in read.log

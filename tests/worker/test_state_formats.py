@@ -75,19 +75,21 @@ def test_a_value_names_its_format_in_its_first_byte() -> None:
 
     packed = codec.pack(value)
 
-    assert packed[0] == codec.STATE_FORMAT == 3
-    assert codec.format_of(packed) == 3
+    assert packed[0] == codec.STATE_FORMAT == 4
+    assert codec.format_of(packed) == 4
     assert codec.unpack(packed) == value
     assert codec.pack(value, 2) == b"\x02" + msgpack.packb(value)  # what 0.2.0 reads
     assert codec.pack(value, 1) == msgpack.packb(value)  # what 0.1.0 reads
-    for state_format in (1, 2):
+    assert codec.pack(value, 3) == b"\x03" + msgpack.packb(value)  # what 0.3.0 reads
+    for state_format in (1, 2, 3):
         assert codec.format_of(codec.pack(value, state_format)) == state_format
         assert codec.unpack(codec.pack(value, state_format)) == value
 
 
 @pytest.mark.parametrize(("given", "release", "state_format"),
                          [("0.1", "0.1", 1), ("0.1.0", "0.1", 1), ("0.2", "0.2", 2),
-                          ("0.2.0", "0.2", 2), ("", "", None)])
+                          ("0.2.0", "0.2", 2), ("0.3", "0.3", 3), ("0.3.0", "0.3", 3),
+                          ("", "", None)])
 def test_upgrade_from_names_the_release_whose_format_is_written(
         given: str, release: str, state_format: int | None) -> None:
     assert upgrade_from(given) == release
@@ -95,8 +97,8 @@ def test_upgrade_from_names_the_release_whose_format_is_written(
 
 
 def test_upgrade_from_refuses_a_release_it_does_not_know() -> None:
-    with pytest.raises(ValueError, match=r"takes one of 0\.1, 0\.2 "):
-        upgrade_from("0.3")
+    with pytest.raises(ValueError, match=r"takes one of 0\.1, 0\.2, 0\.3 "):
+        upgrade_from("0.4")
 
 
 @pytest.mark.parametrize("changelog", [LAST_FORMAT_1, LAST_FORMAT_2], ids=lambda p: p.stem)
@@ -111,8 +113,8 @@ def test_the_state_of_the_last_commit_of_a_format_continues_as_an_uninterrupted_
     got = process(upgraded, later + again)
 
     assert _seen(got.outputs) == _seen(expected.outputs)
-    # the state is upgraded in place: every value written from now on is format 3
-    assert {codec.format_of(r.value) for r in got.changelog if r.value} == {3}
+    # the state is upgraded in place: every value written from now on is the current format
+    assert {codec.format_of(r.value) for r in got.changelog if r.value} == {codec.STATE_FORMAT}
     assert _session_ids(upgraded) == _session_ids(uninterrupted)
 
 
@@ -160,14 +162,14 @@ def test_a_worker_upgrading_from_0_1_writes_what_0_1_0_reads() -> None:
 @pytest.mark.parametrize("release", ["0.1", "0.2"])
 def test_a_worker_upgrading_from_a_release_moves_the_memory_a_newer_worker_kept_in_a_state(
         release: str) -> None:
-    """Mid-upgrade, a worker of the second round (format 3) may write a session that one of
+    """Mid-upgrade, a worker of the second round (format 4) may write a session that one of
     the first round then takes over: it writes it in the old release's format, every value
     remembered in the memory table, and continues it as an uninterrupted run would."""
     first, rest = fixture_halves()
     later, again = after_the_first_part(first, rest)
     uninterrupted = store_after(first)
     newer = store_after(first)
-    assert any(memory for _, memory in _stored_memory(newer))  # format 3 kept some there
+    assert any(memory for _, memory in _stored_memory(newer))  # format 4 kept some there
     upgrading = new_store((newer._sessions, newer._memory), state_format_for(release))
 
     got = process(upgrading, later + again)
@@ -179,21 +181,21 @@ def test_a_worker_upgrading_from_a_release_moves_the_memory_a_newer_worker_kept_
 
 
 def test_a_value_of_a_newer_format_is_refused_naming_both_formats() -> None:
-    future = bytes([4]) + msgpack.packb([1, 2, []])
+    future = bytes([5]) + msgpack.packb([1, 2, []])
 
     with pytest.raises(FormatTooNew) as refused:
         codec.check(future, "session-stream-sessions-changelog partition 1")
 
     assert str(refused.value).startswith(
-        "session-stream-sessions-changelog partition 1 holds state format 4, newer than "
-        f"session-stream {stream.__version__} reads (state format 3)")
+        "session-stream-sessions-changelog partition 1 holds state format 5, newer than "
+        f"session-stream {stream.__version__} reads (state format 4)")
     with pytest.raises(FormatTooNew):
         codec.unpack(future)
 
 
 def test_a_session_of_a_newer_format_is_not_started_afresh() -> None:
     # An unreadable value is started afresh (a warning); a newer one must not be misread so.
-    store = new_store(({b"s": bytes([4]) + msgpack.packb([1, 2, []])}, {}))
+    store = new_store(({b"s": bytes([5]) + msgpack.packb([1, 2, []])}, {}))
     first, _ = fixture_halves()
     session_id, lines = next(iter(first.items()))
 

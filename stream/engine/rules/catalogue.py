@@ -4,13 +4,15 @@ A new rule goes into the module of the evidence it reads (a rule is a function t
 `find` calls, its `DropRule` in its `RULES`, both at the place it is tried):
 
 - `keys`: the same input delivered twice (an idempotency key, OpenClaw's key grammar);
+- `identities`: the same message carrying the same identity (a provider's response id, tool
+  call ids, the channel's message id), wherever it hangs;
 - `payload`: the same message persisted twice (its payload byte for byte, where it hangs);
 - `correlation`: a copy that says what it copies (a mirror's source, parent link, run id);
 - `repetition`: a repetition inside a turn (equal final text where OpenClaw's writers copy).
 
 Rule 1 (`identity`, the same entry redelivered) comes first; a kept entry's detections are the
-engine's `_keep`. The order of the evidences is the order here: keys and payload are read
-before any text, so they never cost a text hash.
+engine's `_keep`. The order of the evidences is the order here: keys, identities and payload
+are read before any text, so they never cost a text hash.
 """
 
 from __future__ import annotations
@@ -18,12 +20,21 @@ from __future__ import annotations
 from typing import Final
 
 from stream.engine.context import Context
-from stream.engine.rules import correlation, identity, keys, payload, repetition, replies
+from stream.engine.rules import (
+    correlation,
+    identities,
+    identity,
+    keys,
+    payload,
+    repetition,
+    replies,
+)
 from stream.engine.rules.drops import Drop, DropRule
 
 RULES: Final[tuple[DropRule, ...]] = (
     *identity.RULES,
     *keys.RULES,
+    *identities.RULES,
     *payload.RULES,
     *correlation.RULES,
     *repetition.RULES,
@@ -35,6 +46,8 @@ def find_copy(ctx: Context) -> Drop | None:
     """The first drop of an entry that is not a redelivery. Every assistant entry that reaches
     the text evidences counts toward `duplicate_storm`, dropped by them or kept."""
     drop = keys.find(ctx)
+    if drop is None:
+        drop = identities.find(ctx)
     if drop is None:
         drop = payload.find(ctx)
     if drop is not None:

@@ -56,12 +56,38 @@ def delivery_mirror_duplicate(ctx: Context) -> Drop | None:
         if parent is not None and parent[E_RULE] == DELIVERY_MIRROR_DUPLICATE.name:
             return None
         return _reply_above(ctx)
+    if entry.idempotency_key is None and not state.turn_sent:
+        # It records no send of its own (no key, no message-tool send in its turn): a copy of
+        # any kept reply with its text, however far back and whatever came between. Before a
+        # model reply answered a person's latest message, it is the delivery of an answer to
+        # that message, and only the replies since it count: OpenClaw's session memory keeps
+        # such a mirror (tests/peer, session-memory).
+        earlier = ctx.recall(_reply_slot(entry.text_hash))
+        if earlier is not None and (state.person_answered or earlier[0] > state.person_seq):
+            return Drop(DELIVERY_MIRROR_DUPLICATE, earlier[1])
     if entry.text_hash == state.latest_text_hash and not (
         # Two mirrors of one text are two sends when the later has an identity of its own.
         state.latest_is_mirror and entry.idempotency_key is not None
     ):
         return Drop(DELIVERY_MIRROR_DUPLICATE, state.latest_text_id)
     return _reply_above(ctx)
+
+
+# A kept model reply, by the text a mirror of it repeats: "X:<reply text hash>" -> [seq, reply
+# id] of the latest such reply. Replies that call tools count too: OpenClaw delivers the text
+# before a tool call as a block of its own, and mirrors each delivery.
+_REPLY_TEXT: Final = "X:"
+
+
+def _reply_slot(text_hash: int) -> str:
+    return f"{_REPLY_TEXT}{text_hash:x}"
+
+
+def index_reply(ctx: Context) -> None:
+    """Remember a kept model reply by its final text, for the mirrors that record no send of
+    their own: they are compared with every reply since a person's message, not only the
+    turn's latest."""
+    ctx.remember(_reply_slot(ctx.entry.reply_text_hash), [ctx.entry.id])
 
 
 def _names_own_send(marker: dict) -> bool:
@@ -148,11 +174,12 @@ _FINAL_KINDS: Final = ("channel-final", "channel-final-suppressed")
 
 def find(ctx: Context) -> Drop | None:
     """The first rule that drops a mirror with text. A mirror is judged by this evidence
-    alone: what it repeats is decided by what it says it delivered."""
+    alone: what it repeats is decided by what it says it delivered; in a heartbeat turn that
+    stayed silent, by the turn's silence first (the more telling of the two)."""
     entry = ctx.entry
     if entry.role != "assistant" or not entry.is_mirror or not entry.text_hash:
         return None
-    return delivery_mirror_duplicate(ctx) or silent_turn_replay(ctx)
+    return silent_turn_replay(ctx) or delivery_mirror_duplicate(ctx)
 
 
-RULES: Final[tuple[DropRule, ...]] = (DELIVERY_MIRROR_DUPLICATE, SILENT_TURN_REPLAY)
+RULES: Final[tuple[DropRule, ...]] = (SILENT_TURN_REPLAY, DELIVERY_MIRROR_DUPLICATE)

@@ -1,12 +1,14 @@
-"""Which user message opens a heartbeat turn, as OpenClaw itself tells (rule 3a).
+"""Which user message opens a heartbeat turn, as OpenClaw itself tells.
 
 A heartbeat or wake that OpenClaw wrote with `provenance.sourceTool: "heartbeat"` says so.
 Without provenance, OpenClaw recognises such a message by its text (`isHeartbeatUserMessage`
 of its heartbeat filter, which its Gateway display and `doctor` use): the transcript prompts
-of internal wakes, a message-tool delivery hint before one, the heartbeat prompt (the default
-of the pinned releases, or the one configured, given to the worker as `--heartbeat-prompt`),
-the response-tool prompt, and the periodic-task prompt with one of its completions. The
-strings are the pinned releases' (2026.9.6 and 2026.5.12), read from their code.
+of internal wakes, a message-tool delivery hint before one, the heartbeat prompt (each
+release's default, or the one configured, given to the worker as `--heartbeat-prompt`), the
+response-tool prompt, and the periodic-task prompt with one of its completions. The strings
+are read from the code of every release line since 2026.2 (docs/rules.md, "Heartbeats"):
+a row any of them wrote is recognised as that release recognised it, and releases before
+2026.4.15, which had no recogniser, wrote their default prompt as the row's text.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Final
 
 from stream.engine.entry import Entry
 
-# INTERNAL_WAKE_TRANSCRIPT_PROMPTS (2026.9.6; 2026.5.12 writes only the first): the text a
-# wake's user message is persisted with.
+# INTERNAL_WAKE_TRANSCRIPT_PROMPTS (2026.9.5+; 2026.4.29-2026.9.3 write only the first): the
+# text a wake's user message is persisted with.
 _WAKE_PROMPTS: Final = (
     "[OpenClaw heartbeat poll]",
     "[OpenClaw exec completion]\nDisable automatic completion turns with "
@@ -26,7 +28,8 @@ _WAKE_PROMPTS: Final = (
     "[OpenClaw cron wake]",
     "[OpenClaw session event]",
 )
-# MESSAGE_TOOL_DELIVERY_HINTS (2026.9.6): a wake prompt may follow one.
+# MESSAGE_TOOL_DELIVERY_HINTS (the first two since 2026.6.1, the third since 2026.6.11, the
+# fourth since 2026.7.1): a wake prompt may follow one.
 _DELIVERY_HINTS: Final = (
     "Delivery: to send a message, use the `message` tool.",
     "Delivery: Final assistant text is not automatically delivered in this run. Use the "
@@ -38,6 +41,11 @@ _DELIVERY_HINTS: Final = (
     "Delivery: No visible reply is delivered automatically in this run, and none is expected "
     "by default. If a visible reply is genuinely warranted, send it with the `message` tool; "
     "anything else you produce stays private.",
+)
+# HEARTBEAT_CONTEXT_PROMPT: 2026.2-2026.7 (the first), 2026.8.1 on (the second).
+_CONTEXT_5: Final = (
+    "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or "
+    "repeat old tasks from prior chats."
 )
 _CONTEXT_9: Final = (
     "Follow the heartbeat monitor scratch context when provided. Recurring tasks are "
@@ -54,18 +62,21 @@ _FALLBACK_9: Final = (
     "needs the user's attention; when the user should be interrupted, reply with only the "
     "alert text instead of a prose report."
 )
-# 2026.9.6 matches a prompt as the whole text or the text's first line(s)
+# Since 2026.6.1 OpenClaw matches a prompt as the whole text or the text's first line(s)
 # (`matchesHeartbeatPromptText`): HEARTBEAT_PROMPT and HEARTBEAT_RESPONSE_TOOL_PROMPT; the
 # response-tool form of a prompt appends the instructions after a blank line.
 _PROMPTS_9: Final = (
+    # HEARTBEAT_PROMPT, 2026.8.1 on
     f"{_CONTEXT_9} If nothing needs attention, reply NO_REPLY.",
+    # HEARTBEAT_RESPONSE_TOOL_PROMPT: 2026.9.5 on, 2026.8.1-2026.9.3, 2026.5.7-2026.7.35
     f"{_CONTEXT_9} {_RESPONSE_TOOL} {_FALLBACK_9}",
+    f"{_CONTEXT_9} {_RESPONSE_TOOL}",
+    f"{_CONTEXT_5} {_RESPONSE_TOOL}",
 )
-# 2026.5.12 matches its default HEARTBEAT_PROMPT as a prefix.
-_PROMPT_5: Final = (
-    "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or "
-    "repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK."
-)
+# HEARTBEAT_PROMPT of 2026.2-2026.7, which 2026.4.15-2026.5.12 match as a prefix (a row of
+# 2026.2-2026.4.15 carries it with a workspace hint or 2026.5.2's response-tool sentence after
+# it).
+_PROMPT_5: Final = f"{_CONTEXT_5} If nothing needs attention, reply HEARTBEAT_OK."
 _TASK_PREFIX: Final = (
     "Run the following periodic tasks (only those due based on their intervals):"
 )

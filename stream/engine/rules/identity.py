@@ -1,5 +1,9 @@
-"""Rule 1: the same entry (its id, its bytes) delivered again by a source or the broker. Tried
-before any evidence of a copy: a redelivered entry is not a copy but the entry itself."""
+"""The same entry (its id, its bytes) delivered again by a source or the broker. Tried before any
+evidence of a copy: a redelivered entry is not a copy but the entry itself. An entry OpenClaw
+rewrote in place (2026.8+ `rewriteTranscriptMessageAtAnchor` annotates a row where it is: the
+Codex prompt's mirror identity, a steer's target run) comes again from the store sources with
+its id and other bytes; when its key still names it with the same role and content, it is that
+entry again, with facts added, and no new message."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from stream.engine.context import Context
 from stream.engine.entry import Entry
 from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
+from stream.engine.rules.keys import key_slot
 from stream.engine.rules.tree import E_FP, E_SRC
 from stream.engine.text import digest64
 
@@ -18,7 +23,14 @@ REDELIVERY: Final[DropRule] = DropRule(
     "same id and same bytes as entry",
     lambda entry: {"fingerprint": f"{entry.fingerprint:016x}"},
 )
-RULES: Final[tuple[DropRule, ...]] = (REDELIVERY,)
+REWRITTEN_IN_PLACE: Final[DropRule] = DropRule(
+    "rewritten_in_place",
+    Severity.INFO,
+    "the same message rewritten in place, with its id, key, role and content, as entry",
+    lambda entry: {"fingerprint": f"{entry.fingerprint:016x}",
+                   "idempotency_key": entry.idempotency_key},
+)
+RULES: Final[tuple[DropRule, ...]] = (REDELIVERY, REWRITTEN_IN_PLACE)
 
 
 def entry_record(ctx: Context) -> list | None:
@@ -47,6 +59,8 @@ def redelivery(ctx: Context, record: list | None) -> Drop | None:
     version = ctx.recall(version_key)
     if version is not None and version[1] != ctx.source_hash:
         return Drop(REDELIVERY, ctx.entry.id)
+    if _rewritten_in_place(ctx):
+        return Drop(REWRITTEN_IN_PLACE, ctx.entry.id)
     ctx.alert(
         "entry_id_conflict",
         Severity.WARNING,
@@ -57,6 +71,16 @@ def redelivery(ctx: Context, record: list | None) -> Drop | None:
     if version is None:
         ctx.remember(version_key, [ctx.source_hash])
     return None
+
+
+def _rewritten_in_place(ctx: Context) -> bool:
+    """The entry's idempotency key names this very entry with its role and content."""
+    entry = ctx.entry
+    key = entry.idempotency_key
+    if key is None:
+        return False
+    owner = ctx.recall(key_slot(entry.role, key))
+    return owner is not None and owner[2] == entry.id and owner[1] == entry.content_fingerprint
 
 
 def conflict_evidence(entry: Entry, record: list) -> dict:

@@ -61,9 +61,9 @@ def rewrite_copy(ctx: Context) -> Drop | None:
 # abort, #95766 and #128472; a line of user turns re-appended after a compaction, #66443 and
 # #72511). A compaction carries its summary, `tokensBefore` and the boundary it keeps
 # (`firstKeptEntryId`): two with all of them equal compacted the same context, a clone (a
-# genuine second compaction has another boundary or count, #127436). Replies are not indexed:
-# OpenClaw's replay keeps two identical adjacent replies as two model turns, and only their
-# placement (rule 2b) tells a rewrite's copy from them.
+# genuine second compaction has another boundary or count, #127436). Replies are not indexed
+# by payload: a reply is known by its provider's response id (rules/identities), and without
+# one only its placement (rule 2b) tells a rewrite's copy from a second model call.
 PERSISTED_COPY: Final[DropRule] = DropRule(
     "persisted_copy",
     Severity.INFO,
@@ -100,37 +100,9 @@ def index_kept(ctx: Context) -> None:
         ctx.remember(f"p:{entry.payload_digest:x}", [entry.id, _boundary(entry)])
 
 
-PERSISTED_TWICE: Final[DropRule] = DropRule(
-    "persisted_twice",
-    Severity.INFO,
-    "the same reply persisted again below itself, as entry",
-    lambda entry: {"payload": f"{entry.payload:08x}", "response_id": entry.field("responseId")},
-)
-
-
-def persisted_twice(ctx: Context) -> Drop | None:
-    """A reply written again below itself (#85937: Gemini's streamed replies, each a second
-    time seconds later, parented to the first): its payload is its parent's, and that payload
-    names the provider's response. Two model calls never share a `responseId`; without one,
-    two adjacent equal replies are kept, as OpenClaw's replay-history keeps them."""
-    payload = ctx.entry.payload
-    if not payload or ctx.entry.role != "assistant":
-        return None
-    parent = ctx.parent_record()
-    if parent is None or parent[E_RULE] is not None:
-        return None
-    fingerprint = parent[E_FP]
-    if not (isinstance(fingerprint, int) and payload_of(fingerprint) == payload):
-        return None
-    response_id = ctx.entry.field("responseId")
-    if isinstance(response_id, str) and response_id:
-        return Drop(PERSISTED_TWICE, ctx.entry.parent_id)
-    return None
-
-
 def find(ctx: Context) -> Drop | None:
     """The first rule that finds the entry's payload persisted before."""
-    return rewrite_copy(ctx) or persisted_copy(ctx) or persisted_twice(ctx)
+    return rewrite_copy(ctx) or persisted_copy(ctx)
 
 
-RULES: Final[tuple[DropRule, ...]] = (REWRITE_COPY, PERSISTED_COPY, PERSISTED_TWICE)
+RULES: Final[tuple[DropRule, ...]] = (REWRITE_COPY, PERSISTED_COPY)

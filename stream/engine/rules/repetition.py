@@ -163,7 +163,9 @@ def _is_receipt(entry: Entry) -> bool:
 def mistagged_echo(ctx: Context) -> Drop | None:
     """An echo of the reply before it. A reply that hangs directly below the user message
     that opened the turn (as the cleaned output names it: the answer to an input delivered
-    again moves there) answers it, and is no echo."""
+    again moves there) answers it, and is no echo, unless it carries the counted usage of the
+    reply it repeats: a second delivery's own reply is billed on its own, or not at all, and
+    an echo beside its reply copies the reply's usage verbatim."""
     state, entry = ctx.state, ctx.entry
     if (
         state.last_role == ASSISTANT
@@ -173,10 +175,15 @@ def mistagged_echo(ctx: Context) -> Drop | None:
         and not entry.has_tool_calls
         and model_hash(entry) == state.prev_model_hash
         and _copies_usage(entry, state.prev_usage_hash)
-        and not answers_turn_opener(ctx)
+        and (_bills_as(entry, state.prev_usage_hash) or not answers_turn_opener(ctx))
     ):
         return Drop(MISTAGGED_ECHO, state.prev_id)
     return None
+
+
+def _bills_as(entry: Entry, usage_hash: int) -> bool:
+    """The entry carries a counted usage, and it is the one of `usage_hash`."""
+    return entry.usage_kind == "counted" and entry.usage_hash == usage_hash
 
 
 def find(ctx: Context) -> Drop | None:

@@ -72,6 +72,12 @@ def tool_calls(ctx: Context) -> None:
         return
     if entry.role == "assistant":
         for new_call in entry.tool_call_ids:
-            ctx.remember("t:" + new_call, [entry.id])
+            # the reply that issued it (what its result is scoped by), and what the reply says
+            # (a tool call id the provider names once identifies the reply: rules/identities)
+            if ctx.indexes_identities:
+                digest, stamp = entry.message_token
+                ctx.remember("t:" + new_call, [entry.id, digest, stamp])
+            else:
+                ctx.remember("t:" + new_call, [entry.id])
             if len(state.pending_calls) < ctx.limits.max_pending_calls:
                 state.pending_calls.append([new_call, entry.id])

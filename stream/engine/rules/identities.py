@@ -1,0 +1,203 @@
+"""Evidence: the same message carries the same identity. A copy carries the identities of the
+entry it copies, wherever it lands; each one is read from OpenClaw's own code, release by
+release (docs/rules.md, "Identities"):
+
+- a reply's `responseId`, the provider's id of one model call (written since 2026.3.22);
+- a reply's tool call ids where the provider names its calls once (`toolu_…`, `call_…`): a
+  provider that numbers them per response (`functions.exec:0`) repeats them every turn;
+- a tool result's `toolCallId`, within the reply that issued the call: raw ids repeat, so the id
+  alone is no identity (2026.9.6 renames repeats by occurrence when it replays history);
+- the channel's own id of an inbound message, with its route (`__openclaw.transport`, 2026.8+).
+
+A run's id (`__openclaw.runId`) is on every row of its run: a scope, not an identity.
+
+The same identity with the same message (the message without its own timestamp, as OpenClaw's
+replay compares them: `Entry.same_message`) is a copy wherever it hangs: it is dropped and
+takes its original's place. The same identity with another message is kept and reported
+(`identity_conflict`): a split row, an id reused, or a failed attempt that its retry repeats.
+
+A rule of this evidence is the `DropRule` of one identity kind in `RULES`; `find` tries the
+entry's identities in the order of the kinds.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from stream.engine.context import Context
+from stream.engine.entry import Entry
+from stream.engine.records import Severity
+from stream.engine.rules.drops import Drop, DropRule
+
+SAME_RESPONSE: Final[DropRule] = DropRule(
+    "same_response",
+    Severity.INFO,
+    "the provider's response persisted again, as entry",
+    lambda entry: {"response_id": entry.response_id, "digest": _digest(entry)},
+    stands_in=True,
+)
+SAME_TOOL_CALLS: Final[DropRule] = DropRule(
+    "same_tool_calls",
+    Severity.INFO,
+    "a reply issuing the same tool calls persisted again, as entry",
+    lambda entry: {"tool_call_ids": own_call_ids(entry), "digest": _digest(entry)},
+    stands_in=True,
+)
+SAME_TOOL_RESULT: Final[DropRule] = DropRule(
+    "same_tool_result",
+    Severity.INFO,
+    "the result of the same call persisted again, as entry",
+    lambda entry: {"tool_call_id": entry.tool_call_id, "digest": _digest(entry)},
+    stands_in=True,
+)
+SAME_INBOUND: Final[DropRule] = DropRule(
+    "same_inbound",
+    Severity.INFO,
+    "the channel's inbound message delivered again, as entry",
+    lambda entry: {"digest": _digest(entry)},
+    stands_in=True,
+)
+RULES: Final[tuple[DropRule, ...]] = (
+    SAME_RESPONSE,
+    SAME_TOOL_CALLS,
+    SAME_TOOL_RESULT,
+    SAME_INBOUND,
+)
+
+# Memory: "R:<responseId>", "T:<issuing reply id>\0<toolCallId>", "M:<route>\0<message id>" ->
+# [seq, message digest, stamp, entry id] (`Entry.message_token`: a stamped message's payload
+# digest and stamp, an unstamped one's digest and None); a reply's tool calls live in
+# structure's "t:<toolCallId>" -> [seq, reply id, digest, stamp]. "V:<slot>\0<digest hex>" ->
+# [seq, entry id] for each other message kept under an identity, so its copies are found too.
+_RESPONSE: Final = "R:"
+_RESULT: Final = "T:"
+_INBOUND: Final = "M:"
+_CALL: Final = "t:"
+_VERSION: Final = "V:"
+
+# The ids providers give a call once are long: Anthropic's `toolu_` and OpenAI's `call_` ids
+# carry 24 random characters, OpenAI's `fc_` more, Gemini's its name and the millisecond. The
+# ids a provider numbers per response are short (a word and an index: `call_0`), or OpenClaw's
+# `NATIVE_KIMI_TOOL_CALL_ID_RE` (`functions.<name>:<n>`), which may be long.
+_SHORTEST_OWN_CALL_ID: Final = 16
+_NUMBERED_PREFIX: Final = "functions."
+
+
+def own_call_ids(entry: Entry) -> list[str]:
+    """The reply's tool call ids that name their call once (see the module's docstring)."""
+    return [call_id for call_id in entry.tool_call_ids
+            if len(call_id) >= _SHORTEST_OWN_CALL_ID
+            and not call_id.startswith(_NUMBERED_PREFIX)]
+
+
+class IdentityUse:
+    """What the entry's identities leave behind, applied only if it is kept (a dropped entry
+    leaves no trace, or cleaning a cleaned session would differ): the slots to remember it
+    under, and the identities it shares with another message (rare: made when met)."""
+
+    __slots__ = ("conflicts", "slots", "versions")
+
+    def __init__(self, slots: list[str]) -> None:
+        self.slots = slots
+        self.versions: list[str] | None = None
+        self.conflicts: list[tuple[str, str]] | None = None  # (identity kind, entry id)
+
+    def conflict(self, version: str, kind: str, earlier: str) -> None:
+        if self.versions is None or self.conflicts is None:
+            self.versions, self.conflicts = [], []
+        self.versions.append(version)
+        if (kind, earlier) not in self.conflicts:
+            self.conflicts.append((kind, earlier))
+
+    def apply(self, ctx: Context) -> None:
+        entry = ctx.entry
+        digest, stamp = entry.message_token
+        for slot in self.slots:
+            ctx.remember(slot, [digest, stamp, entry.id])
+        if self.versions is None or self.conflicts is None:
+            return
+        for slot in self.versions:
+            ctx.remember(slot, [entry.id])
+        for kind, earlier in self.conflicts:
+            ctx.alert(
+                "identity_conflict",
+                Severity.WARNING,
+                f"kept {entry.id}: its {kind} identity was seen on entry {earlier} with "
+                "another message",
+                evidence={"identity": kind, "digest": f"{digest:016x}"},
+                related=earlier,
+                discriminator=f"{kind}\x00{earlier}",
+            )
+
+
+def identities(ctx: Context) -> list[tuple[DropRule, str, bool]]:
+    """The entry's identities: (the rule of its kind, its memory slot, whether the slot is a
+    reply's tool call, whose record structure.tool_calls writes)."""
+    entry = ctx.entry
+    found: list[tuple[DropRule, str, bool]] = []
+    if entry.role == "assistant" and not entry.is_mirror:
+        response_id = entry.response_id
+        if response_id is not None:
+            found.append((SAME_RESPONSE, _RESPONSE + response_id, False))
+        for call_id in own_call_ids(entry):
+            found.append((SAME_TOOL_CALLS, _CALL + call_id, True))
+    elif entry.role == "toolResult" and entry.tool_call_id is not None:
+        call_id = entry.tool_call_id
+        issuer = ctx.recall(_CALL + call_id)
+        issued_by = issuer[1] if issuer is not None else ""
+        found.append((SAME_TOOL_RESULT, f"{_RESULT}{issued_by}\x00{call_id}", False))
+    elif entry.role == "user":
+        inbound = entry.inbound_identity
+        if inbound is not None:
+            found.append((SAME_INBOUND, _INBOUND + inbound, False))
+    return found
+
+
+def find(ctx: Context) -> Drop | None:
+    """A copy of a message remembered under one of the entry's identities; a kept entry leaves
+    its identities in `ctx.identity_use`, for the engine to apply once it is kept."""
+    if not ctx.indexes_identities:
+        return None
+    found = identities(ctx)
+    if not found:
+        return None
+    entry = ctx.entry
+    use = IdentityUse([])
+    for rule, slot, is_call in found:
+        record = ctx.recall(slot)
+        earlier, digest, stamp = _earlier(record, is_call)
+        if earlier is None or earlier == entry.id:
+            if not is_call:
+                use.slots.append(slot)
+            continue
+        if not digest:
+            continue  # remembered before the index: nothing to compare with
+        if entry.same_message(digest, stamp):
+            return Drop(rule, earlier, True)
+        version = f"{_VERSION}{slot}\x00{entry.message_token[0]:x}"
+        kept = ctx.recall(version)
+        if kept is not None and kept[1] != entry.id:
+            return Drop(rule, kept[1], True)
+        use.conflict(version, _kind(rule), earlier)
+    ctx.identity_use = use
+    return None
+
+
+def _earlier(record: list | None, is_call: bool) -> tuple[str | None, int, object]:
+    """The entry an identity's record names, and its message's digest and stamp (digest 0:
+    not remembered, as in a tool call record a version before the identity index wrote)."""
+    if record is None:
+        return None, 0, None
+    if is_call:
+        if len(record) < 4 or not isinstance(record[2], int):
+            return record[1], 0, None
+        return record[1], record[2], record[3]
+    return record[3], record[1], record[2]
+
+
+def _kind(rule: DropRule) -> str:
+    return rule.name.removeprefix("same_")
+
+
+def _digest(entry: Entry) -> str:
+    return f"{entry.message_token[0]:016x}"

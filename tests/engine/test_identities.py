@@ -1,0 +1,170 @@
+"""The identity index: a copy is known by the identities it carries, wherever it lands; the
+same identity with another message is kept and reported (docs/rules.md, "Identities")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stream.engine import Limits
+from tests.support.builders import (
+    alerts,
+    assert_clean_twice_is_clean,
+    assert_valid_tree,
+    assistant,
+    drops,
+    header,
+    parents,
+    run,
+    tool_result,
+    user,
+)
+
+TEXT = "The deploy finished; all 214 tests pass."
+CALL = "toolu_01XyZaBcDeFgHiJkLmNoPq"
+
+
+def stamped(item: dict, stamp: int) -> dict:
+    item["message"]["timestamp"] = stamp
+    return item
+
+
+def again(item: dict, parent: str | None, *, stamp: int | None = None, **changes) -> dict:
+    """The same message under a new id and parent, stamped anew when `stamp` is given."""
+    copy = json.loads(json.dumps(item))
+    copy["id"], copy["parentId"] = f"{item['id']}-copy", parent
+    if stamp is not None:
+        copy["message"]["timestamp"] = stamp
+    copy["message"].update(changes)
+    return copy
+
+
+def reply(text: str = TEXT, response: str = "resp_7Hx2", stamp: int = 1_790_000_001_000, **kw):
+    return stamped(assistant(text, responseId=response, **kw), stamp)
+
+
+# --- a provider's response id ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stamp", [None, 1_790_009_000_000], ids=["as-written", "stamped-anew"])
+def test_a_reply_persisted_again_anywhere_later_is_the_same_response(stamp):
+    """Appended after a later turn, not beside or below its original: the identity decides."""
+    first = reply()
+    later = [user("and the staging logs?"), reply("They are clean.", "resp_9Qa1",
+                                                   1_790_000_003_000)]
+    copy = again(first, later[-1]["id"], stamp=stamp)
+    follow = user("thanks", parent=copy["id"])
+    verdicts = run([header(), user("status?"), first, *later, copy, follow])
+    assert drops(verdicts) == {copy["id"]: ("same_response", first["id"])}
+    assert parents(verdicts)[follow["id"]] == first["id"]
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_the_same_response_id_with_another_message_is_kept_and_reported():
+    """A split row (#134705's projection) or an id a compatible server reuses: not a copy."""
+    first = reply()
+    other = reply("A different reply under the same id.", stamp=1_790_000_002_000)
+    verdicts = run([header(), user("status?"), first, user("more?"), other])
+    assert not drops(verdicts)
+    (conflict,) = alerts(verdicts, "identity_conflict")
+    assert conflict.entry_id == other["id"] and conflict.related_entry_id == first["id"]
+    assert conflict.evidence["identity"] == "response"
+
+
+def test_the_same_words_from_another_model_call_are_kept():
+    first = reply()
+    second = reply(response="resp_8Kq3", stamp=1_790_000_005_000)
+    verdicts = run([header(), user("status?"), first, user("and again?"), second])
+    assert not drops(verdicts)
+    assert not alerts(verdicts, "identity_conflict")
+
+
+# --- tool calls and their results --------------------------------------------------------------
+
+
+def test_a_reply_and_its_result_persisted_again_after_a_restore_are_dropped():
+    call = stamped(assistant("Checking.", tool_calls=[CALL]), 1_790_000_001_000)
+    result = stamped(tool_result(CALL, "214 passed"), 1_790_000_001_500)
+    done = reply(stamp=1_790_000_002_000)
+    call_again = again(call, done["id"], stamp=1_790_000_009_000)
+    result_again = again(result, call_again["id"], stamp=1_790_000_009_500)
+    verdicts = run([header(), user("run the tests"), call, result, done, call_again,
+                    result_again])
+    assert drops(verdicts) == {
+        call_again["id"]: ("same_tool_calls", call["id"]),
+        result_again["id"]: ("same_tool_result", result["id"]),
+    }
+    assert_clean_twice_is_clean(verdicts)
+
+
+def test_a_failed_row_and_its_retry_under_the_same_call_ids_are_both_kept_and_reported():
+    """#65924: the retry repeats the failed row's tool calls under the same ids."""
+    failed = assistant("Checking.", tool_calls=[CALL], error="engine_overloaded")
+    retry = assistant("Checking.", tool_calls=[CALL])
+    verdicts = run([header(), user("run the tests"), failed, retry, tool_result(CALL)])
+    assert not drops(verdicts)
+    (conflict,) = alerts(verdicts, "identity_conflict")
+    assert conflict.evidence["identity"] == "tool_calls"
+    assert conflict.related_entry_id == failed["id"]
+
+
+@pytest.mark.parametrize("call_id", ["functions.exec:0", "call_0"])
+def test_call_ids_a_provider_numbers_per_response_identify_nothing(call_id):
+    """#109443: providers that number their calls per response reuse `functions.exec:0`; the
+    second turn's identical call and result are the model's own, not copies."""
+    items = [header()]
+    for n in range(2):
+        items += [user(f"status {n}"), assistant("Checking.", tool_calls=[call_id]),
+                  tool_result(call_id, "ok")]
+    verdicts = run(items)
+    assert not drops(verdicts)
+    assert not alerts(verdicts, "identity_conflict")
+
+
+def test_a_result_answers_the_reply_that_issued_its_call():
+    """The same call id issued again by a later reply (renumbered): its result is scoped by that
+    reply, and the same words are no copy of the first result."""
+    items = [header(), user("a"), assistant("x", tool_calls=["call_0"]), tool_result("call_0"),
+             user("b"), assistant("y", tool_calls=["call_0"]), tool_result("call_0")]
+    assert not drops(run(items))
+
+
+# --- the channel's id of an inbound message ----------------------------------------------------
+
+
+def inbound(text: str, message_id: str, stamp: int, conversation: str = "conv_c6432d8e64d2"):
+    return stamped(user(text, __openclaw={"transport": {
+        "channel": "telegram", "conversationRef": conversation, "messageId": message_id}}),
+        stamp)
+
+
+def test_the_channel_delivering_an_inbound_again_is_dropped():
+    first = inbound("Post it", "3030", 1_790_000_000_000)
+    answer = reply(stamp=1_790_000_001_000)
+    second = again(first, answer["id"], stamp=1_790_000_060_000)
+    verdicts = run([header(), first, answer, second, reply("Posted.", "resp_2", 1_790_000_061_000)])
+    assert drops(verdicts) == {second["id"]: ("same_inbound", first["id"])}
+
+
+@pytest.mark.parametrize("change", ["next message id", "other conversation"])
+def test_a_person_sending_the_same_words_again_is_kept(change):
+    first = inbound("Post it", "3030", 1_790_000_000_000)
+    second = inbound("Post it", "3031" if change == "next message id" else "3030",
+                     1_790_000_060_000,
+                     "conv_c6432d8e64d2" if change == "next message id" else "conv_other")
+    verdicts = run([header(), first, reply(stamp=1_790_000_001_000), second])
+    assert not drops(verdicts)
+
+
+# --- a worker writing an earlier format ---------------------------------------------------------
+
+
+def test_a_worker_writing_format_3_keeps_no_index():
+    """`--upgrade-from 0.3`: what it remembers is what 0.3.0 remembered."""
+    first = reply()
+    copy = again(first, None, stamp=1_790_000_009_000)
+    verdicts = run([header(), user("status?"), first, user("more"), copy],
+                   limits=Limits(state_format=3))
+    assert "same_response" not in {rule for rule, _ in drops(verdicts).values()}
