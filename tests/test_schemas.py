@@ -330,6 +330,8 @@ _RESULT = message("r1", "a1", "toolResult", [{"type": "text", "text": "a b"}],
 _INBOUND = user("u1", None, __openclaw={"transport": {
     "channel": "telegram", "conversationRef": "conv_c6432d8e", "messageId": "4242"}})
 _KEYED = user("u1", None, idempotencyKey="run-1:user")
+_ANNOUNCE = ("[System Message] [sessionId: 0c0ffee0] A subagent task \"summarize logs\" just "
+             "completed successfully.\n\nResult:\n3 errors found.\n\nStats: runtime 1m5s")
 
 
 def _again(original: dict, entry_id: str, parent: str) -> dict:
@@ -580,6 +582,15 @@ SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
             _INBOUND,
             reply("a1", "u1", TEXT),
             _again(_INBOUND, "u2", "a1"),
+        ],
+    ),
+    "same-announce": (
+        {"same_announce"},
+        [
+            user("u1", None, _ANNOUNCE),
+            reply("a1", "u1", TEXT),
+            user("u2", "a1", "[Queued announce messages while agent was busy]\n\n---\n"
+                 "Queued #1\n" + _ANNOUNCE),
         ],
     ),
     "rewritten-in-place": (

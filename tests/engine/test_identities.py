@@ -168,3 +168,59 @@ def test_a_worker_writing_format_3_keeps_no_index():
     verdicts = run([header(), user("status?"), first, user("more"), copy],
                    limits=Limits(state_format=3))
     assert "same_response" not in {rule for rule, _ in drops(verdicts).values()}
+
+
+# --- identities written into the text (2026.1.30-2026.7) --------------------------------------
+
+
+def conversation(message_id: str, words: str, history: int = 3) -> str:
+    """A 2026.2.26-4.15 user row: `buildInboundUserContextPrefix`'s block before the words."""
+    return ("Conversation info (untrusted metadata):\n```json\n{\n"
+            f'  "message_id": "{message_id}",\n  "sender_id": "8812",\n'
+            f'  "history_count": {history}\n}}\n```\n\n{words}')
+
+
+@pytest.mark.parametrize("history", [3, 9], ids=["same text", "other context counts"])
+def test_a_channel_delivering_an_inbound_again_is_known_by_the_id_in_its_text(history):
+    first = stamped(user(conversation("5521", "Post it")), 1_774_000_000_000)
+    answer = reply(stamp=1_774_000_001_000)
+    second = stamped(user(conversation("5521", "Post it", history), parent=answer["id"]),
+                     1_774_000_090_000)
+    verdicts = run([header(), first, answer, second])
+    assert drops(verdicts) == {second["id"]: ("same_inbound", first["id"])}
+
+
+def test_the_same_words_under_the_next_message_id_are_a_message_of_their_own():
+    first = stamped(user(conversation("5521", "Post it")), 1_774_000_000_000)
+    second = stamped(user(conversation("5522", "Post it")), 1_774_000_090_000)
+    verdicts = run([header(), first, reply(stamp=1_774_000_001_000), second])
+    assert not drops(verdicts)
+
+
+def announce(session: str, result: str, runtime: str = "1m5s", stamp: str = "10:00") -> str:
+    """A 2026.2.26 completion announce (`[System Message] [sessionId: …]`)."""
+    return (f"[Tue 2026-03-31 {stamp} UTC] [System Message] [sessionId: {session}] A subagent "
+            f'task "summarize logs" just completed successfully.\n\nResult:\n{result}\n\n'
+            f"Stats: runtime {runtime} \u2022 tokens 12.3k (in 10.0k / out 2.3k)\n\n"
+            "A completed subagent task is ready for user delivery.")
+
+
+def test_a_completion_announced_again_in_a_queued_wrapper_is_dropped():
+    """#17122, #20202: delivered directly, then again under the queued-announce wrapper."""
+    first = user(announce("0c0ffee0-aaaa", "3 errors found."),
+                 provenance={"kind": "inter_session", "sourceTool": "subagent_announce"})
+    wrapped = user("[Queued announce messages while agent was busy]\n\n---\nQueued #1\n"
+                   + announce("0c0ffee0-aaaa", "3 errors found.", stamp="10:04"),
+                   provenance={"kind": "inter_session", "sourceTool": "subagent_announce"})
+    verdicts = run([header(), user("summarize the logs"), assistant("On it."), first,
+                    assistant("3 errors were found."), wrapped])
+    assert drops(verdicts) == {wrapped["id"]: ("same_announce", first["id"])}
+
+
+def test_a_persistent_child_s_next_run_is_a_completion_of_its_own():
+    """The ids name the child session, not the run: another report is another completion."""
+    first = user(announce("0c0ffee0-aaaa", "3 errors found."))
+    second = user(announce("0c0ffee0-aaaa", "No errors.", runtime="48s"))
+    verdicts = run([header(), first, assistant("3 errors."), second])
+    assert not drops(verdicts)
+    assert not alerts(verdicts, "identity_conflict")

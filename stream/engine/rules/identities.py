@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import inbound_text
 from stream.engine.context import Context
 from stream.engine.entry import Entry
 from stream.engine.records import Severity
@@ -50,6 +51,13 @@ SAME_TOOL_RESULT: Final[DropRule] = DropRule(
     lambda entry: {"tool_call_id": entry.tool_call_id, "digest": _digest(entry)},
     stands_in=True,
 )
+SAME_ANNOUNCE: Final[DropRule] = DropRule(
+    "same_announce",
+    Severity.INFO,
+    "the same completion announced again, as entry",
+    lambda entry: {"sessions": len(inbound_text.announces(entry.visible_text))},
+    stands_in=True,
+)
 SAME_INBOUND: Final[DropRule] = DropRule(
     "same_inbound",
     Severity.INFO,
@@ -62,16 +70,21 @@ RULES: Final[tuple[DropRule, ...]] = (
     SAME_TOOL_CALLS,
     SAME_TOOL_RESULT,
     SAME_INBOUND,
+    SAME_ANNOUNCE,
 )
 
 # Memory: "R:<responseId>", "T:<issuing reply id>\0<toolCallId>", "M:<route>\0<message id>" ->
-# [seq, message digest, stamp, entry id] (`Entry.message_token`: a stamped message's payload
+# [seq, message digest, stamp, entry id]; "N:<route and id as the text gives them>" -> [seq,
+# words hash, None, entry id]; "A:<child session>\0<report hash>" -> [seq, report hash, None,
+# entry id] (`Entry.message_token`: a stamped message's payload
 # digest and stamp, an unstamped one's digest and None); a reply's tool calls live in
 # structure's "t:<toolCallId>" -> [seq, reply id, digest, stamp]. "V:<slot>\0<digest hex>" ->
 # [seq, entry id] for each other message kept under an identity, so its copies are found too.
 _RESPONSE: Final = "R:"
 _RESULT: Final = "T:"
 _INBOUND: Final = "M:"
+_INBOUND_TEXT: Final = "N:"
+_ANNOUNCE: Final = "A:"
 _CALL: Final = "t:"
 _VERSION: Final = "V:"
 
@@ -97,10 +110,14 @@ class IdentityUse:
 
     __slots__ = ("conflicts", "slots", "versions")
 
-    def __init__(self, slots: list[str]) -> None:
-        self.slots = slots
+    def __init__(self) -> None:
+        # (slot, what a copy must repeat: 0 for the message itself, else a hash)
+        self.slots: list[tuple[str, int]] = []
         self.versions: list[str] | None = None
         self.conflicts: list[tuple[str, str]] | None = None  # (identity kind, entry id)
+
+    def remember(self, slot: str, compared: int) -> None:
+        self.slots.append((slot, compared))
 
     def conflict(self, version: str, kind: str, earlier: str) -> None:
         if self.versions is None or self.conflicts is None:
@@ -111,9 +128,10 @@ class IdentityUse:
 
     def apply(self, ctx: Context) -> None:
         entry = ctx.entry
-        digest, stamp = entry.message_token
-        for slot in self.slots:
-            ctx.remember(slot, [digest, stamp, entry.id])
+        digest, stamp = entry.message_token if self.slots else (0, None)
+        for slot, compared in self.slots:
+            ctx.remember(slot, [compared, None, entry.id] if compared else
+                         [digest, stamp, entry.id])
         if self.versions is None or self.conflicts is None:
             return
         for slot in self.versions:
@@ -124,32 +142,52 @@ class IdentityUse:
                 Severity.WARNING,
                 f"kept {entry.id}: its {kind} identity was seen on entry {earlier} with "
                 "another message",
-                evidence={"identity": kind, "digest": f"{digest:016x}"},
+                evidence={"identity": kind, "digest": f"{entry.message_token[0]:016x}"},
                 related=earlier,
                 discriminator=f"{kind}\x00{earlier}",
             )
 
 
-def identities(ctx: Context) -> list[tuple[DropRule, str, bool]]:
-    """The entry's identities: (the rule of its kind, its memory slot, whether the slot is a
-    reply's tool call, whose record structure.tool_calls writes)."""
+class Identity:
+    """One identity of the entry: the rule of its kind, its memory slot, and what a copy must
+    repeat: the message (`compared` 0: by its payload and stamp, `Entry.same_message`) or a
+    hash of what the identity's text reports (`compared`)."""
+
+    __slots__ = ("compared", "is_call", "rule", "slot")
+
+    def __init__(self, rule: DropRule, slot: str, compared: int = 0,
+                 is_call: bool = False) -> None:
+        self.rule = rule
+        self.slot = slot
+        self.compared = compared
+        # a reply's tool call, whose record structure.tool_calls writes
+        self.is_call = is_call
+
+
+def identities(ctx: Context) -> list[Identity]:
+    """The entry's identities, but the announces its text holds (`announced`)."""
     entry = ctx.entry
-    found: list[tuple[DropRule, str, bool]] = []
+    found: list[Identity] = []
     if entry.role == "assistant" and not entry.is_mirror:
         response_id = entry.response_id
         if response_id is not None:
-            found.append((SAME_RESPONSE, _RESPONSE + response_id, False))
+            found.append(Identity(SAME_RESPONSE, _RESPONSE + response_id))
         for call_id in own_call_ids(entry):
-            found.append((SAME_TOOL_CALLS, _CALL + call_id, True))
+            found.append(Identity(SAME_TOOL_CALLS, _CALL + call_id, is_call=True))
     elif entry.role == "toolResult" and entry.tool_call_id is not None:
         call_id = entry.tool_call_id
         issuer = ctx.recall(_CALL + call_id)
         issued_by = issuer[1] if issuer is not None else ""
-        found.append((SAME_TOOL_RESULT, f"{_RESULT}{issued_by}\x00{call_id}", False))
+        found.append(Identity(SAME_TOOL_RESULT, f"{_RESULT}{issued_by}\x00{call_id}"))
     elif entry.role == "user":
         inbound = entry.inbound_identity
         if inbound is not None:
-            found.append((SAME_INBOUND, _INBOUND + inbound, False))
+            found.append(Identity(SAME_INBOUND, _INBOUND + inbound))
+        else:
+            written = inbound_text.inbound_id(entry.visible_text)
+            if written is not None:
+                words = inbound_text.words_hash(entry.visible_text)
+                found.append(Identity(SAME_INBOUND, _INBOUND_TEXT + written, words))
     return found
 
 
@@ -158,28 +196,53 @@ def find(ctx: Context) -> Drop | None:
     its identities in `ctx.identity_use`, for the engine to apply once it is kept."""
     if not ctx.indexes_identities:
         return None
-    found = identities(ctx)
-    if not found:
-        return None
     entry = ctx.entry
-    use = IdentityUse([])
-    for rule, slot, is_call in found:
-        record = ctx.recall(slot)
-        earlier, digest, stamp = _earlier(record, is_call)
+    found = identities(ctx)
+    reports = inbound_text.announces(entry.visible_text) if entry.role == "user" else []
+    if not found and not reports:
+        return None
+    use = IdentityUse()
+    for identity in found:
+        record = ctx.recall(identity.slot)
+        earlier, digest, stamp = _earlier(record, identity.is_call)
         if earlier is None or earlier == entry.id:
-            if not is_call:
-                use.slots.append(slot)
+            if not identity.is_call:
+                use.remember(identity.slot, identity.compared)
             continue
         if not digest:
             continue  # remembered before the index: nothing to compare with
-        if entry.same_message(digest, stamp):
-            return Drop(rule, earlier, True)
-        version = f"{_VERSION}{slot}\x00{entry.message_token[0]:x}"
+        if (digest == identity.compared) if identity.compared else entry.same_message(digest,
+                                                                                       stamp):
+            return Drop(identity.rule, earlier, True)
+        token = identity.compared or entry.message_token[0]
+        version = f"{_VERSION}{identity.slot}\x00{token:x}"
         kept = ctx.recall(version)
         if kept is not None and kept[1] != entry.id:
-            return Drop(rule, kept[1], True)
-        use.conflict(version, _kind(rule), earlier)
+            return Drop(identity.rule, kept[1], True)
+        use.conflict(version, _kind(identity.rule), earlier)
+    if reports:
+        drop = _announced_again(ctx, reports, use)
+        if drop is not None:
+            return drop
     ctx.identity_use = use
+    return None
+
+
+def _announced_again(ctx: Context, reports: list[tuple[str, int]],
+                     use: IdentityUse) -> Drop | None:
+    """Every completion the entry announces was announced before, reporting the same: a copy
+    of the first entry that announced them, whatever wrapper each came in. A persistent child's
+    next run names the same session and reports otherwise: a completion of its own."""
+    earlier: list[str] = []
+    for session, report in reports:
+        slot = f"{_ANNOUNCE}{session}\x00{report:x}"
+        record = ctx.recall(slot)
+        if record is None or record[3] == ctx.entry.id:
+            use.remember(slot, report)
+        else:
+            earlier.append(record[3])
+    if len(earlier) == len(reports):
+        return Drop(SAME_ANNOUNCE, earlier[0], True)
     return None
 
 

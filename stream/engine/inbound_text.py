@@ -1,0 +1,130 @@
+"""Identities OpenClaw wrote inside a message's text before it had fields for them, release by
+release (docs/rules.md, "Identities"). Each pattern was read from the release's own template
+and tested against strings its template functions make (tests/engine/test_inbound_text.py).
+
+- The channel's id of an inbound message: a trailing `[message_id: <id>]` line (2026.1.30-2.1;
+  the last one is the message's: group history lines carry other messages' ids), a leading one
+  (Feishu, 2026.3.31-8.2), or the `Conversation info` block OpenClaw writes before the words
+  (2026.2.26-4.15 and 2026.5.12 in the user row; 2026.4.29-5.7 and 2026.9.3+ in the runtime
+  context entry written after it), whose `message_id`, `chat_id` and `topic_id` locate the
+  message. The block's other keys (history counts, mention facts, the time as text) change
+  between two deliveries of one message: a copy is compared by the person's words.
+- A background task's completion announced to the session that started it: the child session's
+  key and id (`[System Message] [sessionId: …]` in 2026.2.26; `session_key:`/`session_id:`
+  lines since 2026.3.8). They name the child session, not the run, so a second run of a
+  persistent child carries them too: a copy is compared by what the announce reports (its
+  status, task and result, its stats), never by the wrapper it was delivered in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Final
+
+from stream.engine.text import digest64, normalized_utf8
+
+_MESSAGE_ID_LINE: Final = re.compile(
+    r"(?mi)^[ \t]*\[message_id:[ \t]*([^\]\r\n]*?)[ \t]*\][ \t]*\r?$")
+# a row holding several queued messages holds several ids: none of them is the row's
+_QUEUED: Final = re.compile(r"^\s*\[Queued (?:announce )?messages while agent was busy\]")
+_CONVERSATION_INFO: Final = re.compile(
+    r"(?m)^Conversation info(?: \(untrusted metadata\):|: \u27e6openclaw:ctx\u27e7)[ \t]*\r?\n"
+    r"[ \t]*```json[ \t]*\r?\n([\s\S]*?)\r?\n[ \t]*```[ \t]*\r?$")
+_ROUTE_KEYS: Final = ("chat_id", "topic_id", "message_id")
+# OpenClaw's context blocks before the words: `<label> (untrusted …):` or `<label>: ⟦openclaw:ctx⟧`
+# and a fenced JSON body
+_CONTEXT_BLOCK: Final = re.compile(
+    r"(?m)^[^\r\n]*(?:\(untrusted[^\r\n]*\):|\u27e6openclaw:ctx\u27e7)[ \t]*\r?\n"
+    r"[ \t]*```json[ \t]*\r?\n[\s\S]*?\r?\n[ \t]*```[ \t]*\r?$")
+_ANNOUNCE_EVENT: Final = re.compile(
+    r"(?m)^(?:\[Internal task completion event\]|A background task completed\. Use this "
+    r"result to reply to the user in your normal assistant voice\.\r?\n)\r?\n?"
+    r"source: [^\r\n]*\r?\nsession_key: ([^\r\n]*)\r?\nsession_id: ([^\r\n]*)\r?\n"
+    r"type: [^\r\n]*\r?\ntask: [^\r\n]*\r?\nstatus: [^\r\n]*\r?$")
+_ANNOUNCE_2_26: Final = re.compile(
+    r"(?m)^(?:\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\] )?"
+    r"\[System Message\] \[sessionId: ([^\]\r\n]*)\] A .+? \".*\" just "
+    r"(?:completed successfully|timed out|failed: [^\r\n]*|finished with unknown status)")
+_STATS: Final = re.compile(r"(?m)^Stats: [^\r\n]*$")
+_SYSTEM_MESSAGE: Final = "[System Message]"
+_BACKGROUND_TASK: Final = 'A background task "'
+# 2026.1.30-2.1: the identity is in the stats line after the findings (the last one)
+_ANNOUNCE_1_30: Final = re.compile(
+    r'^(?:\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\] )?A background task ".*" just ')
+_STATS_1_30: Final = re.compile(
+    "(?m)^Stats: (?:[^\r\n]*? \u2022 )?sessionKey (\\S+)(?: \u2022 sessionId (\\S+))?"
+    "(?: \u2022 transcript [^\r\n]+)?\r?$")
+# the child's own output, which could hold a block of the same shape: not searched for one
+_UNTRUSTED: Final = re.compile(
+    r"<<<BEGIN_UNTRUSTED_CHILD_RESULT>>>[\s\S]*?<<<END_UNTRUSTED_CHILD_RESULT>>>"
+    r"|<prompt-data>[\s\S]*?</prompt-data>")
+# cheap looks before a pattern runs: most user messages hold none of these
+_INBOUND_HINTS: Final = ("[message_id:", "Conversation info")
+_ANNOUNCE_HINTS: Final = ("session_id: ", "[sessionId: ", "sessionKey ")
+
+
+def inbound_id(text: str) -> str | None:
+    """The channel's id of the inbound message the text renders, with what of its route the
+    text holds: a `Conversation info` block's, a leading `[message_id:` line's (Feishu), or the
+    last such line's."""
+    if not any(hint in text for hint in _INBOUND_HINTS):
+        return None
+    info = _CONVERSATION_INFO.search(text)
+    if info is not None:
+        found = _route(info.group(1))
+        if found is not None:
+            return found
+    if _QUEUED.match(text):
+        return None
+    ids = _MESSAGE_ID_LINE.findall(text)
+    if not ids:
+        return None
+    return "line\x00" + (ids[0] if text.lstrip().startswith("[message_id:") else ids[-1])
+
+
+def _route(block: str) -> str | None:
+    try:
+        facts = json.loads(block)
+    except ValueError:
+        return None
+    if not isinstance(facts, dict) or facts.get("message_id") in (None, ""):
+        return None
+    return "info\x00" + "\x00".join(str(facts.get(key) or "") for key in _ROUTE_KEYS)
+
+
+def words_hash(text: str) -> int:
+    """The person's words of an inbound: the text without OpenClaw's context blocks and
+    `[message_id:` lines, normalized."""
+    words = _MESSAGE_ID_LINE.sub("", _CONTEXT_BLOCK.sub("", text))
+    data = normalized_utf8(words)
+    return digest64(data) | 1 if data else 0
+
+
+def announces(text: str) -> list[tuple[str, int]]:
+    """Each completion announced in the text: (the child session it names, a hash of what it
+    reports: from its first line through its stats line)."""
+    if not any(hint in text for hint in _ANNOUNCE_HINTS):
+        return []
+    found: list[tuple[str, int]] = []
+    cleaned = _UNTRUSTED.sub("", text) if "<" in text else text
+    for match in _ANNOUNCE_EVENT.finditer(cleaned):
+        start = text.find(match.group(0))
+        found.append((f"{match.group(1)}\x00{match.group(2)}", _report_hash(text, start)))
+    for match in _ANNOUNCE_2_26.finditer(cleaned):
+        # from the system message on: the time before it is the delivery's
+        start = text.find(_SYSTEM_MESSAGE, text.find(match.group(0)))
+        found.append((f"\x00{match.group(1)}", _report_hash(text, start)))
+    if not found and _ANNOUNCE_1_30.match(text):
+        stats = _STATS_1_30.findall(text)
+        if stats:
+            key, session_id = stats[-1]
+            found.append((f"{key}\x00{session_id}",
+                          _report_hash(text, text.find(_BACKGROUND_TASK))))
+    return found
+
+
+def _report_hash(text: str, start: int) -> int:
+    stats = _STATS.search(text, start)
+    end = stats.end() if stats is not None else len(text)
+    return digest64(normalized_utf8(text[start:end])) | 1
