@@ -9,6 +9,10 @@
 //   a summary, cut by the history limit): then the copy is the one place the model reads it;
 // - a merged message whose identity is a copy's (the first entry of an assistant merge, the last
 //   of a user merge, whose fields the merge spreads) stays whole;
+// - a message is not removed when that would leave two user or two assistant messages side by
+//   side, or end the history on a user message: OpenClaw's turn validator would have merged
+//   them (into the turn's prompt, for the last), and a reply merged into the latest assistant
+//   message is what makes Anthropic refuse "thinking blocks cannot be modified";
 // - nothing is removed when it would leave a tool call without its result or a result without
 //   its call.
 
@@ -49,6 +53,14 @@ export function removeCopies(
     replaced.set(one.index, next);
     removed.push(...removable.map(({ entry }) => ({ entryId: entry.entryId, repeats: dropped.get(entry.entryId)! })));
   }
+  for (const index of [...replaced.keys()].sort((a, b) => a - b)) {
+    const meeting = replaced.get(index) === null ? meets(messages, replaced, index) : undefined;
+    if (meeting === undefined) continue;
+    replaced.delete(index);
+    const ids = new Set(made.find((one) => one.index === index)!.segments.map(({ entry }) => entry.entryId));
+    unchanged.push(`copies ${[...ids].join(", ")} kept: without them ${meeting}`);
+    removed.splice(0, removed.length, ...removed.filter(({ entryId }) => !ids.has(entryId)));
+  }
   if (replaced.size === 0) return { messages, removed: [], unchanged };
   const result = messages.flatMap((message, index) => {
     const next = replaced.get(index);
@@ -87,6 +99,21 @@ function without(one: Made, gone: Set<Segment>): Message | null | undefined {
     }
   }
   return message;
+}
+
+const TURN_ROLES = new Set(["user", "assistant"]);
+
+// What removing message `index` (with the removals decided so far) would make meet: two
+// messages of one turn role side by side, or a user message and the turn's prompt.
+function meets(messages: Message[], replaced: Map<number, Message | null>, index: number): string | undefined {
+  const standing = (at: number): boolean => replaced.get(at) !== null;
+  let before = index - 1, after = index + 1;
+  while (before >= 0 && !standing(before)) before -= 1;
+  while (after < messages.length && !standing(after)) after += 1;
+  const previous = messages[before]?.role;
+  if (after >= messages.length) return previous === "user" ? "a user message would meet the turn's prompt" : undefined;
+  const next = messages[after]!.role;
+  return previous !== undefined && previous === next && TURN_ROLES.has(previous) ? `two ${previous} messages would meet` : undefined;
 }
 
 type Pairing = { calls: Set<string>; results: Set<string> };

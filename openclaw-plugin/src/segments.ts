@@ -83,10 +83,14 @@ export function madeFrom(messages: Message[], entries: Entry[], copies: Readonly
   const made: Made[] = [];
   let next = 0; // entries before this one belong to earlier messages
   messages.forEach((message, index) => {
-    const found = entries.findIndex((entry, position) => position >= next && sameMessage(message, entry));
+    let found = entries.findIndex((entry, position) => position >= next && sameMessage(message, entry));
     if (found < 0) return;
     const parts: Entry[] = [];
     if (message.role === "user") {
+      // A user merge has its last message's timestamp, which an earlier one in the run may share.
+      for (let position = found + 1; position < entries.length && entries[position]!.role === "user"; position += 1) {
+        if (sameMessage(message, entries[position]!)) found = position;
+      }
       for (let position = found; position >= next && entries[position]!.role === "user" && found - position < MOST_PARTS; position -= 1) {
         parts.unshift(entries[position]!);
       }

@@ -212,5 +212,44 @@ test("random transcripts: only dropped entries leave, kept blocks stay the same 
     const calls = result.messages.flatMap((m) => (m.role === "assistant" ? m.content.filter((b) => b.type === "toolCall").map((b) => b.id) : []));
     const results = result.messages.filter((m) => m.role === "toolResult").map((m) => m.toolCallId);
     assert.deepEqual(new Set(calls), new Set(results));
+    const roles = result.messages.map((m) => m.role);
+    assert.ok(roles.every((role, i) => i === 0 || role !== roles[i - 1] || role === "toolResult"), `round ${round}: ${roles}`);
+    if (messages.at(-1).role !== "user") assert.notEqual(roles.at(-1), "user", `round ${round}`);
   }
+});
+
+test("a copy between two replies stays: removed, the replies would meet as one assistant turn", () => {
+  const question = user("Deploy?", { idempotencyKey: "k" });
+  const first = reply("Deploying.");
+  const replay = user("Deploy?", { idempotencyKey: "k" });
+  const second = reply("Deploying again.");
+  const entries = [question, first, replay, second];
+  const messages = openclawView(entries);
+  const result = removeCopies(messages, entries, dropped([replay, question]));
+  assert.equal(result.messages, messages);
+  assert.match(result.unchanged[0], new RegExp(`copies ${replay.entryId} kept: without them two assistant messages would meet`));
+});
+
+test("a copy that is the last message stays when a user message would be left last", () => {
+  const question = user("Status?");
+  const answer = reply("Green.");
+  const late = copyOf(answer, { api: "cli" });
+  const next = user("And now?");
+  const entries = [question, answer, next, late];
+  const messages = openclawView(entries);
+  const result = removeCopies(messages, entries, dropped([late, answer]));
+  assert.equal(result.messages, messages);
+  assert.match(result.unchanged[0], /a user message would meet the turn's prompt/);
+});
+
+test("a question written twice with one timestamp and merged is told apart by its blocks", () => {
+  const first = [user("Hello"), reply("Hi.")];
+  const question = user("Is the report sent?", { idempotencyKey: "run-2:user" });
+  const replay = entry(structuredClone(question.message)); // the same message, key and time
+  const answer = reply("Yes.");
+  const entries = [...first, question, replay, answer];
+  const messages = openclawView(entries);
+  const result = removeCopies(messages, entries, dropped([replay, question]));
+  assert.deepEqual(textsOf(result.messages), ["Hello", "Hi.", "Is the report sent?", "Yes."]);
+  assert.deepEqual(result.removed.map((r) => r.entryId), [replay.entryId]);
 });
