@@ -43,6 +43,7 @@ export default definePluginEntry({
       memoryPrompt: buildMemorySystemPromptAddition,
     };
     if (api.registrationMode === "full") {
+      host.transcripts.warm();
       api.logger.info(`[${ENGINE_ID}] context engine registered: verdicts from ${settings.serviceUrl}, deadline ${settings.deadlineMs} ms`);
     }
     api.registerContextEngine(ENGINE_ID, () => createEngine(host));

@@ -20,8 +20,23 @@ export class TranscriptUnavailable extends Error {}
 
 export class Transcripts {
   private readonly sessions = new Map<string, Read>();
+  private loaded: Promise<Sdk> | undefined;
 
-  constructor(private readonly sdk: () => Promise<Sdk>) {}
+  constructor(private readonly load: () => Promise<Sdk>) {}
+
+  // Loads OpenClaw's reader module now rather than in the first turn's assemble, whose deadline
+  // its loading alone could take.
+  warm(): void {
+    this.sdk().catch(() => undefined);
+  }
+
+  private sdk(): Promise<Sdk> {
+    this.loaded ??= this.load();
+    this.loaded.catch(() => {
+      this.loaded = undefined; // a failed load is tried again next turn
+    });
+    return this.loaded;
+  }
 
   async visible(scope: TranscriptScope): Promise<VisibleMessageEntry[]> {
     const key = `${scope.agentId ?? ""}\u0000${scope.sessionId}`;

@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import os from "node:os";
+import path from "node:path";
 import { test } from "node:test";
 
 import { settingsFrom } from "../dist/config.js";
@@ -16,4 +18,9 @@ test("without configuration the plugin looks for the service and its token where
 test("configured values win, and a deadline that is no positive number is the default", () => {
   const settings = settingsFrom({ serviceUrl: "http://127.0.0.1:7000", stateDir: "/var/lib/ss", deadlineMs: 0 }, "/x");
   assert.deepEqual([settings.serviceUrl, settings.tokenFile, settings.deadlineMs], ["http://127.0.0.1:7000", "/var/lib/ss/verdicts.token", 50]);
+});
+
+test("a path in the configuration may start at the home folder", () => {
+  const settings = settingsFrom({ tokenFile: "~/.openclaw/session-stream/verdicts.token" }, "/x");
+  assert.equal(settings.tokenFile, path.join(os.homedir(), ".openclaw/session-stream/verdicts.token"));
 });

@@ -73,3 +73,18 @@ test("a transcript OpenClaw is rebuilding, or any other failure, is the caller's
   const missing = new Transcripts(async () => ({ readSessionTranscriptVisibleMessageDelta: async () => ({ kind: "missing" }) }));
   assert.deepEqual(await missing.visible(scope), []);
 });
+
+test("OpenClaw's reader module is loaded once, and again after a load that failed", async () => {
+  let loads = 0;
+  const sdk = fakeSdk([user("a")]);
+  const transcripts = new Transcripts(async () => {
+    loads += 1;
+    if (loads === 1) throw new Error("not yet");
+    return sdk;
+  });
+  transcripts.warm();
+  await new Promise((resolve) => setImmediate(resolve));
+  await transcripts.visible(scope);
+  await transcripts.visible({ ...scope, sessionId: "s2" });
+  assert.equal(loads, 2);
+});

@@ -334,10 +334,12 @@ def test_verdicts_that_lag_leave_the_messages_unchanged_with_one_line(
 
 
 def test_the_plugin_adds_little_to_a_turn(engine_run: EngineRun) -> None:
-    turns = [t["elapsedMs"] for t in engine_run.trace if t["event"] == "assemble"]
+    assembled = [t for t in engine_run.trace if t["event"] == "assemble"]
+    turns = [t["elapsedMs"] for t in assembled]
     measured = engine_run.measured
     print(f"\nassemble in the gateway's turns: n={len(turns)}, p50 "
-          f"{percentile(turns, 0.5):.1f} ms, p99 {percentile(turns, 0.99):.1f} ms")
+          f"{percentile(turns, 0.5):.1f} ms, p99 {percentile(turns, 0.99):.1f} ms: "
+          + ", ".join(f"{t['sessionId']} {t['elapsedMs']:.1f}" for t in assembled))
     print(f"assemble measured ({MEASURE_ROUNDS} rounds): {json.dumps(measured['warm'])}")
     print(json.dumps(measured["sessions"], indent=1))
     # the measurement ran against the same verdicts: each copy the plugin removes left out
