@@ -15,6 +15,7 @@ from tests.support.openclaw.install import REPOSITORY
 from tests.support.openclaw.model import TIME_ENVELOPE, Request
 
 PLUGIN = REPOSITORY / "openclaw-plugin"
+DOCS = REPOSITORY / "docs" / "context-engine.md"
 ENGINE = "session-stream"
 WRITE_COPIES = Path(__file__).with_name("write_copies.mjs")
 DEGRADED = re.compile(r'Context engine "session-stream" degraded to "legacy"')
@@ -29,16 +30,29 @@ def built_plugin() -> Path:
     return PLUGIN
 
 
+def documented_wiring() -> tuple[list[str], dict[str, Any]]:
+    """The commands and the openclaw.json of docs/context-engine.md's wiring section."""
+    section = DOCS.read_text().split("## Wiring", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.DOTALL)
+    commands = [line.split("#")[0].strip() for kind, text in blocks if kind == "sh"
+                for line in text.splitlines() if line.strip()]
+    (config,) = [json.loads(text) for kind, text in blocks if kind == "json"]
+    return commands, config
+
+
 def install(gateway: Gateway, config: dict[str, Any]) -> dict[str, Any]:
-    """What docs/context-engine.md says: `openclaw plugins install -l`, the engine in
-    plugins.slots.contextEngine, its config; for the gateway's next start. The config
-    OpenClaw holds afterwards."""
+    """docs/context-engine.md's wiring: `openclaw plugins install -l` (without a terminal to
+    confirm it) and its openclaw.json, the plugin's settings replaced by `config`; for the
+    gateway's next start. The openclaw.json OpenClaw validated."""
+    commands, documented = documented_wiring()
+    assert 'openclaw plugins install -l "$PWD/openclaw-plugin"' in commands, commands
     gateway.cli("plugins", "install", "-l", str(built_plugin()), "--force",
                 "--accept-capabilities")
     settings = json.loads(gateway.config_path.read_text())
     plugins = settings.setdefault("plugins", {})
-    plugins.setdefault("slots", {})["contextEngine"] = ENGINE
-    plugins.setdefault("entries", {})[ENGINE] = {"enabled": True, "config": config}
+    plugins.setdefault("slots", {}).update(documented["plugins"]["slots"])
+    entry = documented["plugins"]["entries"][ENGINE]
+    plugins.setdefault("entries", {})[ENGINE] = {**entry, "config": {**entry["config"], **config}}
     gateway.config_path.write_text(json.dumps(settings, indent=2))
     gateway.cli("config", "validate")
     return settings
