@@ -65,13 +65,18 @@ export function createEngine(host: Host): ContextEngine {
     }
   };
 
-  const decide = async (params: AssembleParams, signal: AbortSignal): Promise<Outcome> => {
+  // `took`: milliseconds per step, for the trace.
+  const decide = async (params: AssembleParams, signal: AbortSignal, took: Record<string, number>): Promise<Outcome> => {
     const scope = { agentId: agentOf(params.sessionKey), sessionId: params.sessionId, sessionKey: params.sessionKey };
+    let started = performance.now();
     const entries = await host.transcripts.visible(scope);
+    took.readMs = performance.now() - started;
     if (entries.length === 0 || params.messages.length === 0) return { kind: "nothing", notes: [] };
     const through = entries.at(-1)!.entryId;
+    started = performance.now();
     const predecessors = await host.ledger.predecessors(params.sessionId);
     const verdicts = await host.verdicts.ask(params.sessionId, through, predecessors, signal);
+    took.askMs = performance.now() - started;
     if (!verdicts.processed) return { kind: "unchanged", why: `verdicts lag the transcript (${verdicts.reason ?? `entry ${through} not processed yet`})` };
     if (verdicts.dropped.size === 0) return { kind: "nothing", notes: [] };
     const removal = removeCopies(params.messages as unknown as Message[], entries as unknown as Entry[], verdicts.dropped);
@@ -103,6 +108,7 @@ export function createEngine(host: Host): ContextEngine {
 
     async assemble(params: AssembleParams): Promise<AssembleResult> {
       const started = performance.now();
+      const took: Record<string, number> = {};
       const messages = params.messages;
       let systemPromptAddition: string | undefined;
       let outcome: Outcome;
@@ -111,6 +117,7 @@ export function createEngine(host: Host): ContextEngine {
         // and offers it back through this: without it, installing the plugin would change more
         // than the copies the model is sent.
         systemPromptAddition = host.memoryPrompt({ availableTools: params.availableTools ?? new Set(), citationsMode: params.citationsMode });
+        took.memoryMs = performance.now() - started;
       } catch (error) {
         say("warn", `session ${params.sessionId}: OpenClaw's memory guidance could not be added: ${String(error)}`);
       }
@@ -123,7 +130,7 @@ export function createEngine(host: Host): ContextEngine {
             reject(new DeadlinePassed());
           }, settings.deadlineMs);
         });
-        const decided = decide(params, controller.signal);
+        const decided = decide(params, controller.signal, took);
         decided.catch(() => undefined); // settled after the deadline: nobody waits for it
         outcome = await Promise.race([decided, deadline]);
       } catch (error) {
@@ -152,6 +159,7 @@ export function createEngine(host: Host): ContextEngine {
         messages: messages.length,
         sent: sent.length,
         elapsedMs: performance.now() - started,
+        ...took,
         selection: params.runtimeSettings?.contextEngineSelection,
         executionHost: params.runtimeSettings?.executionHost?.id,
         mode: params.runtimeSettings?.runtime?.mode,

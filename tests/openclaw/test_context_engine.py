@@ -339,7 +339,8 @@ def test_the_plugin_adds_little_to_a_turn(engine_run: EngineRun) -> None:
     measured = engine_run.measured
     print(f"\nassemble in the gateway's turns: n={len(turns)}, p50 "
           f"{percentile(turns, 0.5):.1f} ms, p99 {percentile(turns, 0.99):.1f} ms: "
-          + ", ".join(f"{t['sessionId']} {t['elapsedMs']:.1f}" for t in assembled))
+          + ", ".join(f"{t['sessionId']} {t['elapsedMs']:.1f} (read {t.get('readMs', 0):.1f}, "
+                      f"ask {t.get('askMs', 0):.1f})" for t in assembled))
     print(f"assemble measured ({MEASURE_ROUNDS} rounds): {json.dumps(measured['warm'])}")
     print(json.dumps(measured["sessions"], indent=1))
     # the measurement ran against the same verdicts: each copy the plugin removes left out
