@@ -44,6 +44,7 @@ export default definePluginEntry({
     };
     if (api.registrationMode === "full") {
       host.transcripts.warm();
+      host.verdicts.warm();
       api.logger.info(`[${ENGINE_ID}] context engine registered: verdicts from ${settings.serviceUrl}, deadline ${settings.deadlineMs} ms`);
     }
     api.registerContextEngine(ENGINE_ID, () => createEngine(host));

@@ -34,6 +34,13 @@ export class VerdictClient {
     return { processed: body.processed, dropped, reason: typeof body.reason === "string" ? body.reason : null };
   }
 
+  // Opens the connection now (a health request), so that the first turn's question does not
+  // pay for it; a service that is not there yet costs nothing more.
+  warm(): void {
+    const timeout = AbortSignal.timeout(2000);
+    this.currentToken(false).then((token) => this.get("/v1/health", token, timeout)).catch(() => undefined);
+  }
+
   close(): void {
     this.agent.destroy();
   }

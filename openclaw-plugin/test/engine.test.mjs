@@ -50,7 +50,8 @@ const transcripts = new Map();
 function engineWith(overrides = {}) {
   const lines = [];
   const logger = { info: (line) => lines.push(["info", line]), warn: (line) => lines.push(["warn", line]), error: (line) => lines.push(["error", line]) };
-  const settings = { ...settingsFrom({ tokenFile, stateDir: path.join(folder, "state"), traceFile: path.join(folder, "trace.jsonl") }, folder), serviceUrl, ...overrides.settings };
+  // A deadline no busy machine misses, but in the test of the deadline.
+  const settings = { ...settingsFrom({ tokenFile, stateDir: path.join(folder, "state"), traceFile: path.join(folder, "trace.jsonl"), deadlineMs: 5000 }, folder), serviceUrl, ...overrides.settings };
   const verdicts = new VerdictClient(settings.serviceUrl, settings.tokenFile);
   const host = {
     settings,
@@ -107,7 +108,7 @@ test("a service slower than the deadline holds the turn up by the deadline only"
   const { messages, cli, answer } = sessionWithCliCopy("s-slow");
   answers.set("s-slow", { processed: true, dropped: { [cli.entryId]: answer.entryId }, reason: null });
   delayMs = 3000;
-  const { engine, lines, close } = engineWith();
+  const { engine, lines, close } = engineWith({ settings: { deadlineMs: 50 } });
   const started = performance.now();
   const result = await engine.assemble({ sessionId: "s-slow", messages });
   const took = performance.now() - started;
@@ -215,6 +216,15 @@ test("a compaction that moves the session to a successor id is followed", async 
   assert.equal(result.result.sessionTarget.sessionId, "s-after");
   assert.equal(delegated[0].force, true);
   assert.deepEqual(asked.at(-1).getAll("predecessor"), ["s-before"]);
+});
+
+test("warming up opens the connection with a health request", async () => {
+  const before = asked.length;
+  const verdicts = new VerdictClient(serviceUrl, tokenFile);
+  verdicts.warm();
+  for (let wait = 0; wait < 100 && asked.length === before; wait += 1) await new Promise((resolve) => setTimeout(resolve, 10));
+  verdicts.close();
+  assert.equal(asked.length, before + 1);
 });
 
 test("without transcript entries before the turn nothing is asked", async () => {

@@ -16,7 +16,7 @@ test("register() registers the session-stream engine, every registration the sam
   const lines = [];
   for (const registrationMode of ["full", "discovery"]) {
     entry.register({
-      id: "session-stream", name: "session-stream", registrationMode, pluginConfig: {},
+      id: "session-stream", name: "session-stream", registrationMode, pluginConfig: { tokenFile: "/nonexistent/verdicts.token" },
       logger: { info: (line) => lines.push(line), warn() {}, error() {} },
       runtime: { state: { resolveStateDir: () => "/home/someone/.openclaw" } },
       registerContextEngine: (id, factory) => registered.push([id, factory]),
