@@ -171,6 +171,7 @@ export function createEngine(host: Host): ContextEngine {
       try {
         const result = await host.delegateCompaction(params);
         const successor = result.result?.sessionTarget?.sessionId ?? result.result?.sessionId;
+        trace({ event: "compact", sessionId: params.sessionId, ok: result.ok, compacted: result.compacted, successor: successor ?? null, firstKeptEntryId: result.result?.firstKeptEntryId ?? null });
         if (result.ok && result.compacted && successor && successor !== params.sessionId) {
           await host.ledger.follow(successor, params.sessionId).catch((error: unknown) =>
             say("warn", `session ${params.sessionId}: its successor ${successor} is not recorded: ${String(error)}`));

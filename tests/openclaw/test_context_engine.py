@@ -77,6 +77,7 @@ LONG_SESSION, LONG_TURNS = "ce-long", 200
 # there, 2026.9.6 never calls commitTurn; docs/context-engine.md).
 COMPLETIONS = f"{COMPLETIONS_PROVIDER}/{COMPLETIONS_MODEL_ID}"
 TURN_MODEL = {"keyed-replay": COMPLETIONS}
+AFTER_COMPACTION = "One more question, after the compaction."
 DEADLINE_MS = 1000  # generous on a shared 2-core box; the latency is measured, not asserted
 MEASURE_ROUNDS = 100
 
@@ -107,6 +108,7 @@ class EngineRun:
     config: dict[str, Any]
     measured: dict[str, Any]
     outbox: list[tuple]
+    compacted: dict[str, Any]  # what `openclaw sessions compact` answered
 
     def request(self, shape: str, side: str) -> Request:
         return request_for(self.requests, second_question(shape, side))
@@ -130,6 +132,7 @@ def engine_run(openclaw_gateway: Gateway, model_stand_in: ModelStandIn, broker: 
         for side in (WITHOUT, WITH):
             gateway.run_turn(session(shape, side), f"First question about {shape}, {side}.")
     gateway.run_turn(LAG_SESSION, "First question about a copy not processed yet.")
+    gateway.run_turn(LONG_SESSION, "The first of many questions.")  # its key, for the compaction
     copied: dict[str, dict[str, Any]] = {}
     copies: dict[str, str] = {}
     for side in (WITHOUT, WITH):  # the delivery mirror: OpenClaw writes it for the send
@@ -175,6 +178,13 @@ def engine_run(openclaw_gateway: Gateway, model_stand_in: ModelStandIn, broker: 
               "deadlineMs": DEADLINE_MS}
     gateway.stop()
     install(gateway, config)
+    # The stand-in's one-line summary has none of the sections OpenClaw's compaction quality
+    # guard asks for (## Decisions, ## Open TODOs, ...): without the guard, OpenClaw keeps it.
+    # The last 2,000 tokens of the long session stay after the summary, cli copies among them.
+    openclaw = json.loads(gateway.config_path.read_text())
+    openclaw["agents"]["defaults"]["compaction"] = {"qualityGuard": {"enabled": False},
+                                                    "keepRecentTokens": 2000}
+    gateway.config_path.write_text(json.dumps(openclaw, indent=2))
     service.start()
     try:
         # in a process of its own, over the sessions as the pipeline processed them
@@ -186,6 +196,11 @@ def engine_run(openclaw_gateway: Gateway, model_stand_in: ModelStandIn, broker: 
             gateway.run_turn(session(shape, WITH), second_question(shape, WITH),
                              model=TURN_MODEL.get(shape))
         gateway.run_turn(LAG_SESSION, "Second question about a copy not processed yet.")
+        # OpenClaw's own compaction of the long session, through the engine, then a turn on what
+        # it kept: the summary, and the messages from its first kept entry on
+        compacted = gateway.cli_json("sessions", "compact", gateway.session_key(LONG_SESSION),
+                                     "--json", "--url", gateway.url, "--token", gateway.token)
+        gateway.run_turn(LONG_SESSION, AFTER_COMPACTION)
         log_with_plugin = gateway.own_log()
     finally:
         service.stop()
@@ -197,7 +212,7 @@ def engine_run(openclaw_gateway: Gateway, model_stand_in: ModelStandIn, broker: 
                             ("session-stream",)).fetchall()
     return EngineRun(gateway, settings, outputs, copies, copied, list(model_stand_in.requests),
                      trace(work / "trace.jsonl"), log_with_plugin, gateway.transcripts(),
-                     config, measured, outbox)
+                     config, measured, outbox, compacted)
 
 
 def test_session_stream_drops_each_copy_written(engine_run: EngineRun) -> None:
@@ -321,6 +336,32 @@ def test_a_normal_user_turn_runs_through_the_engine(engine_run: EngineRun) -> No
     assert replay_session not in {session_id for session_id, _ in engine_run.outbox}
 
 
+def test_compaction_stays_openclaws_and_the_copies_it_kept_are_left_out(
+    engine_run: EngineRun,
+) -> None:
+    assert (engine_run.compacted["ok"], engine_run.compacted["compacted"]) == (True, True)
+    (compact,) = [t for t in engine_run.trace if t["event"] == "compact"]
+    # delegated to OpenClaw's own compaction, which keeps the session's id
+    assert (compact["sessionId"], compact["ok"], compact["compacted"]) == (
+        LONG_SESSION, True, True)
+    assert compact["successor"] in (None, LONG_SESSION)
+    entries = [e for e in engine_run.entries(LONG_SESSION) if e["type"] == "message"]
+    (compaction,) = [e for e in engine_run.entries(LONG_SESSION) if e["type"] == "compaction"]
+    kept = [e["id"] for e in entries]
+    kept = kept[kept.index(compaction["firstKeptEntryId"]):]
+    # the copies OpenClaw kept after the summary, each with its reply: the ones the engine removes
+    expected = [e["id"] for i, e in enumerate(entries) if shapes.is_cli_copy(e) and e["id"] in kept
+                and entries[i - 1]["id"] in kept]
+    (after,) = [t for t in engine_run.trace if t["event"] == "assemble"
+                and t["sessionId"] == LONG_SESSION]
+    assert after["selection"]["selectedId"] == "session-stream"
+    assert [r["entryId"] for r in after["removed"]] == expected
+    assert expected, "no copy after the summary: the compaction kept too little to tell"
+    print(f"\ncompaction kept {len(kept)} of {len(entries)} messages; the engine left out "
+          f"{len(expected)} copies after the summary")
+    assert request_for(engine_run.requests, AFTER_COMPACTION).body["messages"]
+
+
 def test_verdicts_that_lag_leave_the_messages_unchanged_with_one_line(
     engine_run: EngineRun,
 ) -> None:
@@ -348,6 +389,6 @@ def test_the_plugin_adds_little_to_a_turn(engine_run: EngineRun) -> None:
         numbers = measured["sessions"][session(shape, WITH)]
         assert numbers["sent"] == numbers["blocks"] - (spec.without - spec.with_plugin), shape
     long = measured["sessions"][LONG_SESSION]
-    assert long["entries"] == 2 * LONG_TURNS + LONG_TURNS // 10
+    assert long["entries"] == 2 + 2 * LONG_TURNS + LONG_TURNS // 10
     assert long["sent"] == long["blocks"] - LONG_TURNS // 10
     assert measured["warm"]["n"] == MEASURE_ROUNDS * (len(SHAPES) + 1)
