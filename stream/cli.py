@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from stream.commands import clean as offline
-from stream.commands import dev, gateway
+from stream.commands import dev, gateway, verdicts
 from stream.consumers import tail
 from stream.consumers.memory_writer import command as memory_writer
 from stream.engine.context import DEFAULT_MAX_IDS
@@ -95,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "publish new events of an agent's SQLite store")
     _add_module(commands, "gateway", gateway,
                 "publish transcripts as the OpenClaw Gateway's event bus announces them")
+    _add_module(commands, "verdicts", verdicts,
+                "answer the OpenClaw context engine which entries were dropped, on loopback")
     return parser
 
 
