@@ -121,18 +121,8 @@ def copied_text(entry: dict) -> str:
     return shapes.text(entry)
 
 
-@pytest.fixture(scope="module")
-def engine_run(openclaw_gateway: Gateway, model_stand_in: ModelStandIn, broker: RunningBroker,
-               tmp_path_factory: pytest.TempPathFactory) -> EngineRun:
-    gateway = openclaw_gateway
-    work = tmp_path_factory.mktemp("context-engine")
-    settings = settings_for(broker, "oc-ce", work)
-
-    for shape in SHAPES:
-        for side in (WITHOUT, WITH):
-            gateway.run_turn(session(shape, side), f"First question about {shape}, {side}.")
-    gateway.run_turn(LAG_SESSION, "First question about a copy not processed yet.")
-    gateway.run_turn(LONG_SESSION, "The first of many questions.")  # its key, for the compaction
+def plant_copies(gateway: Gateway) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """Each shape's copy written into its sessions: the copy's id and the entry it copies."""
     copied: dict[str, dict[str, Any]] = {}
     copies: dict[str, str] = {}
     for side in (WITHOUT, WITH):  # the delivery mirror: OpenClaw writes it for the send
@@ -161,6 +151,22 @@ def engine_run(openclaw_gateway: Gateway, model_stand_in: ModelStandIn, broker: 
         if shape_of(session_id) == "keyed-replay-trailing":
             copied[session_id] = next(e for e in entries if shapes.role(e) == "user")
         copied.setdefault(session_id, shapes.replies(entries)[0])
+    return copies, copied
+
+
+@pytest.fixture(scope="module")
+def engine_run(openclaw_gateway: Gateway, model_stand_in: ModelStandIn, broker: RunningBroker,
+               tmp_path_factory: pytest.TempPathFactory) -> EngineRun:
+    gateway = openclaw_gateway
+    work = tmp_path_factory.mktemp("context-engine")
+    settings = settings_for(broker, "oc-ce", work)
+
+    for shape in SHAPES:
+        for side in (WITHOUT, WITH):
+            gateway.run_turn(session(shape, side), f"First question about {shape}, {side}.")
+    gateway.run_turn(LAG_SESSION, "First question about a copy not processed yet.")
+    gateway.run_turn(LONG_SESSION, "The first of many questions.")  # its key, for the compaction
+    copies, copied = plant_copies(gateway)
 
     publish("follow-sqlite", gateway.store_path, settings, work / "follow-sqlite.checkpoint")
     rows = gateway.transcripts()
