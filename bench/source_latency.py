@@ -80,6 +80,7 @@ class Arrivals:
             consumer = AIOKafkaConsumer(
                 self.topic, bootstrap_servers=self.bootstrap, group_id=None,
                 auto_offset_reset="earliest", fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+                isolation_level="read_committed",
             )
             await consumer.start()
             try:

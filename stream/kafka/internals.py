@@ -92,6 +92,9 @@ TOUCH_POINTS: Final = (
                "the slow-processing checks still read when a stream last took a record there"),
     TouchPoint("memory Store .data (Table.data.data)", FAUST, "0.15.3",
                "a memory:// table is still a plain dict behind its store"),
+    TouchPoint("AIOKafkaConsumer._isolation_level (set before start)", AIOKAFKA, "0.14.0",
+               "start() still hands it to the fetcher it makes, as the string the constructor "
+               "takes"),
     TouchPoint("AIOKafkaConsumer.seek_to_committed (behaviour)", AIOKAFKA, "0.14.0",
                "it still seeks only partitions with a committed offset above 0, leaving a "
                "partition without one where its fetch position was (which is why the lane "
@@ -201,9 +204,14 @@ def apply_changelog(app: Any, tp: Any, messages: Sequence[Any]) -> None:
 @cache
 def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
     """Faust's aiokafka transport, making a `consumer_class` (a subclass of Faust's aiokafka
-    Consumer) whose aiokafka consumer holds a fetch `fetch_max_wait_ms` at most, and whose
-    `take_fetch(records, active partitions)` sees every fetch before Faust's getmany loop
-    does. An app takes it through its public `transport` setter.
+    Consumer) whose aiokafka consumer reads committed records only and holds a fetch
+    `fetch_max_wait_ms` at most, and whose `take_fetch(records, active partitions)` sees every
+    fetch before Faust's getmany loop does. An app takes it through its public `transport`
+    setter.
+
+    Read committed: a changelog restored, or an input read, never yields what an aborted
+    transaction wrote (Faust reads committed only in its own exactly-once mode, whose
+    transaction manager must not run beside the worker's).
 
     Faust asks brokers to hold a fetch up to 1.5 s for new data, and aiokafka sends a broker
     no fetch while one is in flight: one partition at its end (an idle session, a small
@@ -216,6 +224,7 @@ def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
         def _create_worker_consumer(self, transport: Any) -> Any:
             consumer = super()._create_worker_consumer(transport)
             set_fetch_max_wait(consumer, fetch_max_wait_ms)
+            read_committed(consumer)
             return consumer
 
     class Consumer(consumer_class):  # type: ignore[valid-type, misc]
@@ -238,6 +247,11 @@ def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
 def set_fetch_max_wait(consumer: AIOKafkaConsumer, milliseconds: int) -> None:
     """Before the consumer starts: its fetcher reads the value when it is created."""
     setattr(consumer, FETCH_MAX_WAIT_ATTRIBUTE, milliseconds)
+
+
+def read_committed(consumer: AIOKafkaConsumer) -> None:
+    """Before the consumer starts: its fetcher reads the isolation level when it is created."""
+    consumer._isolation_level = "read_committed"
 
 
 # --- aiokafka --------------------------------------------------------------------------------
@@ -290,20 +304,22 @@ def _leave_group_from_generation_zero() -> None:
 def _recovery_highwaters_from_fetches(client_options: Mapping[str, Any]) -> None:
     """Changelog end offsets that Faust's table recovery can trust on every broker.
 
+    Faust's recovery is done when it has applied the record before the end it was given.
     Tansu answers ListOffsets(latest) with "base offset of the newest batch + 1", not the log
-    end, so Faust stopped recovering a table early and lost its newest updates. A fetch from
-    that offset carries the true high watermark (`log_end_offsets`); on Apache Kafka both
-    agree.
+    end, so Faust stopped recovering a table early and lost its newest updates; a fetch from
+    that offset carries the true high watermark. And a changelog written in transactions ends
+    in a commit marker, which holds an offset but is never read, so recovery would never be
+    done: the end given is the one after the last committed record (`record_ends`).
     """
     from aiokafka import TopicPartition
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 
-    from stream.kafka.consumer import log_end_offsets
+    from stream.kafka.consumer import record_ends
 
     options = dict(client_options)
 
     async def _highwaters(self: AIOKafkaConsumerThread, partitions: Sequence[Any]):
-        ends = await log_end_offsets(options, partitions)
+        ends = await record_ends(options, partitions)
         return {tp: ends[TopicPartition(tp.topic, tp.partition)] for tp in partitions}
 
     AIOKafkaConsumerThread._highwaters = _highwaters  # type: ignore[method-assign]
