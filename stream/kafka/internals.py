@@ -1,8 +1,9 @@
 """Every place the project reaches into Faust's or aiokafka's private API, and why.
 
-The worker keeps Faust for its consumer group, table recovery and offset commits, and takes
-its input through a batch lane beside Faust's per-event path (stream.worker.lane); that, and
-two broker quirks, need some of the libraries' internals. Every reach is here and nowhere
+The worker keeps Faust for its consumer group, table recovery and (at least once) offset
+commits, and takes its input through a batch lane beside Faust's per-event path
+(stream.worker.lane); that, its transactions (stream.kafka.transactional) and two broker quirks
+need some of the libraries' internals. Every reach is here and nowhere
 else, and each is listed in `TOUCH_POINTS` with the version of the library it was read from
 and what to re-check when that version changes: `tests/kafka/test_internals.py` fails when
 the installed faust-streaming or aiokafka is not the version a touch point was written for
@@ -22,7 +23,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Final, cast
 
 if TYPE_CHECKING:
-    from aiokafka import AIOKafkaConsumer
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.consumer.group_coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
@@ -92,9 +93,29 @@ TOUCH_POINTS: Final = (
                "the slow-processing checks still read when a stream last took a record there"),
     TouchPoint("memory Store .data (Table.data.data)", FAUST, "0.15.3",
                "a memory:// table is still a plain dict behind its store"),
+    TouchPoint("Consumer._commit (overridden by the lane)", FAUST, "0.15.3",
+               "every offset commit of Faust's consumer (its timer, a rebalance, a stop) still "
+               "goes through it, and a False result still leaves Faust's own bookkeeping "
+               "(_committed_offset) as after a commit: exactly once, the transactions commit "
+               "the offsets and Faust must not"),
+    TouchPoint("Recovery.revoke(tp)", FAUST, "0.15.3",
+               "it still forgets the partition's recovered offset, so the next assignment "
+               "restores the changelog partition from its start"),
     TouchPoint("AIOKafkaConsumer._isolation_level (set before start)", AIOKAFKA, "0.14.0",
                "start() still hands it to the fetcher it makes, as the string the constructor "
                "takes"),
+    TouchPoint("AIOKafkaConsumer._coordinator.request_rejoin", AIOKAFKA, "0.14.0",
+               "the coordination routine still rejoins the group (revoking the assignment "
+               "first) once it is called, from the consumer's own event loop"),
+    TouchPoint("AIOKafkaProducer._txn_manager.sequence_number, _sequence_numbers (set back)",
+               AIOKAFKA, "0.14.0",
+               "a batch still takes its sequence numbers when it is drained and keeps them when "
+               "the broker refuses it, and after an abort the next transaction still goes on "
+               "from the broker's sequence (the producer's epoch unchanged: InitProducerId v0)"),
+    TouchPoint("AIOKafkaProducer._sender.sender_task, _txn_manager._transaction_waiter",
+               AIOKAFKA, "0.14.0",
+               "a fenced producer's sender still ends with the error (and puts the transaction "
+               "manager in its fatal state), and the transaction waiter still holds that error"),
     TouchPoint("AIOKafkaConsumer.seek_to_committed (behaviour)", AIOKAFKA, "0.14.0",
                "it still seeks only partitions with a committed offset above 0, leaving a "
                "partition without one where its fetch position was (which is why the lane "
@@ -158,7 +179,27 @@ def mark_inbound(app: Any, tps: Iterable[Any], now: float) -> None:
         inbound[tp] = now
 
 
+async def request_rejoin(consumer: Any) -> None:
+    """Make the consumer rejoin its group: its assignment is revoked (once the batches in
+    delivery are committed) and a new one given."""
+    thread = consumer._thread
+    aiokafka_consumer = thread._ensure_consumer()
+
+    async def rejoin() -> None:
+        aiokafka_consumer._coordinator.request_rejoin()
+
+    await thread.call_thread(rejoin)
+
+
 # --- Faust's table recovery, as the lane's batch restore uses it -----------------------------
+
+
+def forget_recovered(app: Any, tps: Iterable[Any]) -> None:
+    """Changelog partitions whose table values were dropped: the next assignment restores each
+    from its start, not from where recovery last stood."""
+    recovery = app.tables.recovery
+    for tp in tps:
+        recovery.revoke(tp)
 
 
 def recovery_offsets(app: Any, tp: Any) -> MutableMapping[Any, int] | None:
@@ -205,9 +246,10 @@ def apply_changelog(app: Any, tp: Any, messages: Sequence[Any]) -> None:
 def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
     """Faust's aiokafka transport, making a `consumer_class` (a subclass of Faust's aiokafka
     Consumer) whose aiokafka consumer reads committed records only and holds a fetch
-    `fetch_max_wait_ms` at most, and whose `take_fetch(records, active partitions)` sees every
-    fetch before Faust's getmany loop does. An app takes it through its public `transport`
-    setter.
+    `fetch_max_wait_ms` at most, whose `take_fetch(records, active partitions)` sees every
+    fetch before Faust's getmany loop does, and which commits no offset while its
+    `offsets_in_transactions()` says the transactions do. An app takes it through its public
+    `transport` setter.
 
     Read committed: a changelog restored, or an input read, never yields what an aborted
     transaction wrote (Faust reads committed only in its own exactly-once mode, whose
@@ -237,6 +279,11 @@ def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
                 self.take_fetch(records, active)
             return records, active
 
+        async def _commit(self, offsets: Any) -> bool:
+            if self.offsets_in_transactions():
+                return False
+            return bool(await super()._commit(offsets))
+
     class Transport(driver.Transport):
         pass
 
@@ -255,6 +302,39 @@ def read_committed(consumer: AIOKafkaConsumer) -> None:
 
 
 # --- aiokafka --------------------------------------------------------------------------------
+
+
+def sequences(producer: AIOKafkaProducer, tps: Iterable[Any]) -> dict[Any, int]:
+    """The sequence number the producer gives its next batch of each topic partition."""
+    manager = producer._txn_manager
+    return {tp: manager.sequence_number(tp) for tp in tps}
+
+
+def set_sequences(producer: AIOKafkaProducer, sequences: Mapping[Any, int]) -> None:
+    """Set the producer's next sequence numbers back to the broker's, after an aborted
+    transaction in which the broker refused a batch: the refused batch took its numbers, the
+    broker did not append it, and the next batch would be refused as out of order."""
+    numbers = producer._txn_manager._sequence_numbers
+    for tp, sequence in sequences.items():
+        numbers[tp] = sequence
+
+
+def transaction_failure(producer: AIOKafkaProducer) -> BaseException | None:
+    """What ended the producer's sender for good (a fence, an error no retry cures): its
+    transactions can do nothing more. None while it runs."""
+    task = producer._sender.sender_task
+    if task is None or not task.done() or task.cancelled():
+        return None
+    return task.exception()
+
+
+def forget_transaction_failure(producer: AIOKafkaProducer) -> None:
+    """The failure is known: asyncio need not report the transaction's waiter, which holds it
+    too and which nothing awaits once the producer is dropped."""
+    manager = producer._txn_manager
+    waiter = getattr(manager, "_transaction_waiter", None) if manager is not None else None
+    if waiter is not None and waiter.done() and not waiter.cancelled():
+        waiter.exception()
 
 
 async def refresh_metadata(consumer: AIOKafkaConsumer) -> None:

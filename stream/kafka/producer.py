@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaProducer
@@ -76,6 +77,18 @@ def make_producer(settings: Settings, *, linger_ms: int = 10) -> AIOKafkaProduce
         max_request_size=MAX_RECORD_BYTES,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
     )
+
+
+@contextmanager
+def init_refusals_unlogged() -> Iterator[None]:
+    """aiokafka logs a refused InitProducerId as an error of its own; the caller says it in
+    its own words."""
+    sender_log = logging.getLogger("aiokafka.producer.sender")
+    was_disabled, sender_log.disabled = sender_log.disabled, True
+    try:
+        yield
+    finally:
+        sender_log.disabled = was_disabled
 
 
 async def send_records(
