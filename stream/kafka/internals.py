@@ -20,6 +20,7 @@ import logging
 from collections.abc import Iterable, Mapping, MutableMapping, MutableSet, Sequence
 from dataclasses import dataclass
 from functools import cache
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, cast
 
 if TYPE_CHECKING:
@@ -112,10 +113,12 @@ TOUCH_POINTS: Final = (
                "a batch still takes its sequence numbers when it is drained and keeps them when "
                "the broker refuses it, and after an abort the next transaction still goes on "
                "from the broker's sequence (the producer's epoch unchanged: InitProducerId v0)"),
-    TouchPoint("AIOKafkaProducer._sender.sender_task, _txn_manager._transaction_waiter",
+    TouchPoint("AIOKafkaProducer._sender.sender_task, _txn_manager._transaction_waiter, "
+               "_message_accumulator._batches, _pending_batches, MessageBatch._drain_waiter",
                AIOKAFKA, "0.14.0",
                "a fenced producer's sender still ends with the error (and puts the transaction "
-               "manager in its fatal state), and the transaction waiter still holds that error"),
+               "manager in its fatal state), and the transaction waiter and the unsent batches' "
+               "drain waiters still hold that error"),
     TouchPoint("AIOKafkaConsumer.seek_to_committed (behaviour)", AIOKAFKA, "0.14.0",
                "it still seeks only partitions with a committed offset above 0, leaving a "
                "partition without one where its fetch position was (which is why the lane "
@@ -329,12 +332,19 @@ def transaction_failure(producer: AIOKafkaProducer) -> BaseException | None:
 
 
 def forget_transaction_failure(producer: AIOKafkaProducer) -> None:
-    """The failure is known: asyncio need not report the transaction's waiter, which holds it
-    too and which nothing awaits once the producer is dropped."""
+    """The failure is known: asyncio need not report, as the loop closes, the futures that hold
+    it too and that nothing awaits once the producer is dropped: the transaction's waiter, and
+    the drain waiters of the batches the failed sender never sent (an error with its traceback
+    each)."""
     manager = producer._txn_manager
-    waiter = getattr(manager, "_transaction_waiter", None) if manager is not None else None
-    if waiter is not None and waiter.done() and not waiter.cancelled():
-        waiter.exception()
+    waiters = [getattr(manager, "_transaction_waiter", None)] if manager is not None else []
+    accumulator = producer._message_accumulator
+    for batch in [*chain.from_iterable(accumulator._batches.values()),
+                  *accumulator._pending_batches]:
+        waiters.append(batch._drain_waiter)
+    for waiter in waiters:
+        if waiter is not None and waiter.done() and not waiter.cancelled():
+            waiter.exception()
 
 
 async def refresh_metadata(consumer: AIOKafkaConsumer) -> None:

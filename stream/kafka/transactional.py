@@ -27,7 +27,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError, OutOfOrderSequenceNumber, ProducerFenced
+from aiokafka.errors import (
+    IllegalOperation,
+    KafkaError,
+    OutOfOrderSequenceNumber,
+    ProducerFenced,
+)
 
 from stream.kafka import internals
 from stream.kafka.configuration import MAX_RECORD_BYTES, REQUEST_TIMEOUT_MS, client_options
@@ -185,8 +190,10 @@ async def commit_transaction(
                 return
         except ProducerFenced as error:
             raise TransactionLost(repr(error)) from error
-        except KafkaError as error:
-            # the offsets or the commit were refused: the transaction holds nothing for sure
+        except (KafkaError, IllegalOperation) as error:
+            # the offsets or the commit were refused, or the producer failed meanwhile (then
+            # it is in no transaction any more): the transaction holds nothing for sure
+            _raise_if_lost(producer)
             appended, failed = {}, [([], error)]
         await _abort(producer, appended, failed)
         pending, retry = _without_what_never_fits(pending, failed, alone, stand_ins,
@@ -238,7 +245,7 @@ async def _send(producer: AIOKafkaProducer, records: Sequence[R], alone: set[int
         for chunk, batch in _batches(producer, group, alone):
             try:
                 future = await producer.send_batch(batch, tp.topic, partition=tp.partition)
-            except KafkaError as error:
+            except (KafkaError, IllegalOperation) as error:  # IllegalOperation: it failed
                 failed.append((chunk, error))
                 continue
             sent.append((tp, chunk, future))

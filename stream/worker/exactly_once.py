@@ -101,6 +101,12 @@ class ExactlyOnce:
             log.warning("input partition %d: its transaction can commit no more (%s); nothing "
                         "of it is committed", partition, error)
             return False
+        except Exception:  # a transaction in a state none foresaw
+            # Giving the partition up commits nothing and rejoins the group: always safe,
+            # where the error escaping would stop the worker's fetcher.
+            log.exception("input partition %d: its transaction failed unexpectedly; nothing of "
+                          "it is committed", partition)
+            return False
         return True
 
     def _instead(self, record: OutRecord | ChangelogRecord,

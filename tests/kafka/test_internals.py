@@ -16,7 +16,7 @@ import faust
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.consumer.group_coordinator import GroupCoordinator
-from aiokafka.producer.message_accumulator import MessageAccumulator
+from aiokafka.producer.message_accumulator import MessageAccumulator, MessageBatch
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
@@ -109,6 +109,11 @@ async def test_a_transactional_producer_keeps_what_the_transactions_read_and_set
     manager = producer._txn_manager
     assert hasattr(manager, "_sequence_numbers"), moved("TransactionManager._sequence_numbers")
     assert hasattr(producer._sender, "sender_task"), moved("Sender.sender_task")
+    accumulator = producer._message_accumulator
+    assert hasattr(accumulator, "_batches") and hasattr(accumulator, "_pending_batches"), moved(
+        "MessageAccumulator._batches, _pending_batches")
+    assert "self._drain_waiter.set_exception(exception)" in inspect.getsource(
+        MessageBatch.failure), moved("MessageBatch._drain_waiter")
     tp = TopicPartition("t", 0)
     internals.set_sequences(producer, {tp: 7})
     assert internals.sequences(producer, [tp]) == {tp: 7}

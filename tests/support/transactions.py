@@ -70,6 +70,7 @@ class FakeTransactionalProducer:
                                             _transaction_waiter=None)
         self._txn_manager.sequence_number = lambda tp: self._txn_manager._sequence_numbers[tp]
         self._sender = SimpleNamespace(sender_task=None)
+        self._message_accumulator = SimpleNamespace(_batches={}, _pending_batches=set())
 
     def _check(self) -> None:
         if self.broker.epochs.get(self.transactional_id) != self.epoch:

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import orjson
 import pytest
+from aiokafka.errors import IllegalOperation, ProducerFenced
 
 from stream.engine import KafkaSource
 from stream.engine.tally import Tally
@@ -153,6 +154,30 @@ async def test_a_fenced_partition_commits_nothing_and_its_records_are_let_go() -
     # no producer is started again for it before the next assignment: that would fence the
     # worker that owns it now
     assert [e for e in broker.events if e[0] == "begin" and e[1] == "app-in-1"] == []
+
+
+async def test_a_producer_that_failed_mid_transaction_loses_its_partition_not_the_worker(
+) -> None:
+    """A stalled worker, resumed: its producer is fenced while a transaction is open, its
+    sender ends, and aiokafka then refuses every send (IllegalOperation, not a KafkaError)."""
+    broker = Broker()
+    commits, given_up = await committer(broker, {0})
+    producer = commits._delivery._producers.get(0)
+    fenced = asyncio.get_running_loop().create_future()
+    fenced.set_exception(ProducerFenced())
+
+    async def refused(batch, topic, *, partition):
+        producer._sender.sender_task = fenced  # the fence ended the sender mid-transaction
+        raise IllegalOperation("Can't send messages while not in transaction")
+
+    producer.send_batch = refused
+    broker.events.clear()
+    await commits.commit(*batch("a", {0: [b"a0"]}), started=0.0)
+    await commits.drain()
+    assert broker.read_committed("clean") == []
+    assert of(broker.events, ("ack", "let go", "give up")) == [("let go", "a-0"),
+                                                               ("give up", [0])]
+    assert given_up == [[0]]
 
 
 async def test_the_sweeps_tombstones_go_in_their_partitions_transaction() -> None:
