@@ -63,9 +63,12 @@ SEED = int(os.environ.get("CHAOS_SEED", str(random.SystemRandom().randrange(10**
 ROUNDS = 12  # the input arrives in this many rounds while the chaos runs
 BATCH_SIZE = 50  # small batches: more transactions open at any moment
 BROKER_DOWN_S = 10.0
-# aiokafka's line for a transaction's request that found no broker (AddPartitionsToTxn, ...)
+# aiokafka's lines for a request of an open transaction that found no broker: the worker's
+# every produce request is one exactly once, and its other requests are AddPartitionsToTxn,
+# AddOffsetsToTxn, TxnOffsetCommit and EndTxn
 TRANSACTION_REQUEST_FAILED = re.compile(
-    r"(?:Could not|Cannot) send <class 'aiokafka\.protocol\.transaction\.(\w+)'>")
+    r"(?:Could not|Cannot) send <class 'aiokafka\.protocol\.transaction\.(\w+)'>"
+    r"|Got error (produce) response")
 # Shorter than the outage: a worker that took the broker's absence for a stall would exit.
 STALL_TIMEOUT = 15.0
 
@@ -128,6 +131,27 @@ async def produce_once(settings: Settings, records: list[tuple[bytes, bytes]]) -
         await send_records(producer, settings.input_topic, records)
     finally:
         await producer.stop()
+
+
+def thirds(records: list) -> tuple[list, list, list]:
+    """The input before the event (a tenth), the burst it lands in (three fifths), after."""
+    a, b = len(records) // 10, len(records) * 7 // 10
+    return records[:a], records[a:b], records[b:]
+
+
+def burst_under_way(worker: WorkerProcess, settings: Settings,
+                    burst: list[tuple[bytes, bytes]]) -> Feeder:
+    """Send `burst` at once and return as soon as `worker` has processed a record of it: its
+    batches are in hand then, a transaction open (the worker takes a burst's records its
+    share for a few hundred ms; a poll every few ms sees the first of them)."""
+    processed = worker.stats()["entries_in"]
+    feeder = Feeder(settings, burst, pause=0.0, rounds=1)
+    feeder.start()
+    deadline = time.monotonic() + 60
+    while (worker.stats() or {}).get("entries_in", 0) <= processed:
+        assert time.monotonic() < deadline, "the worker took none of the burst"
+        time.sleep(0.003)
+    return feeder
 
 
 def eos_settings(broker: RunningBroker, name: str, tmp_path: Path, **changes) -> Settings:
@@ -240,41 +264,36 @@ def test_sigkills_with_input_flowing_leave_each_output_exactly_once(broker, tmp_
 @pytest.mark.parametrize("number", range(RUNS))
 def test_a_stalled_worker_is_fenced_commits_nothing_more_and_rejoins(broker, tmp_path: Path,
                                                                      number: int) -> None:
-    """The worker is stopped while it works through a burst of input, so it holds a
-    transaction or records when it stops; the group gives its partitions to the other worker,
-    whose producers fence it. Resumed, it commits none of what it held and rejoins."""
+    """The worker is stopped while it works through a burst of input, so it holds records and
+    an open transaction; the group gives its partitions to the other worker, whose producers
+    fence it. Resumed, it commits none of what it held, and rejoins."""
     seed = SEED + number
     rng = random.Random(seed)
     settings = eos_settings(broker, f"eosstall{seed}", tmp_path)
     records = with_bad_lines(workload(ENTRIES, SESSIONS, seed=seed), rng)
-    before, burst, during = (records[: len(records) // 4],
-                             records[len(records) // 4: len(records) * 2 // 3],
-                             records[len(records) * 2 // 3:])
+    before, burst, after = thirds(records)
     stalled = WorkerProcess(settings, tmp_path / "stalled.log").start()
     other = WorkerProcess(settings, tmp_path / "other.log").start()
     started = time.monotonic()
+    pause = settings.session_timeout + rng.uniform(3.0, 6.0)
     try:
         run(produce_once(settings, before))
         wait_until(lambda: committed_everything(settings), 90, "the first input committed")
-        processed = stalled.stats()["entries_in"]
-        bursting = Feeder(settings, burst, pause=0.0, rounds=1)
-        bursting.start()
-        wait_until(lambda: (stalled.stats() or {}).get("entries_in", 0) > processed, 60,
-                   "the worker to be stalled to work on the burst")
+        bursting = burst_under_way(stalled, settings, burst)
         stalled.send(signal.SIGSTOP)
-        pause = settings.session_timeout + rng.uniform(3.0, 6.0)
         bursting.join(60)
-        feeder = Feeder(settings, during, pause=pause / ROUNDS)
+        feeder = Feeder(settings, after, pause=pause / ROUNDS)  # input flows meanwhile
         feeder.start()
         time.sleep(pause)
         stalled.send(signal.SIGCONT)
         feeder.join(180)
-        assert not feeder.is_alive() and feeder.error is None, feeder.error
+        assert feeder.error is None and bursting.error is None, feeder.error or bursting.error
         context = f"seed {seed}: stalled {pause:.1f}s"
         wait_committed(settings, [stalled, other], context)
         counts = assert_exactly_once(settings, context)
-        # it went on: the same process, in the group again
+        # it went on: the same process, in the group again, nothing of it crashed
         assert stalled.running(), stalled.log_tail()
+        assert "Crashed reason" not in stalled.log_text(), stalled.log_tail()
         wait_until(lambda: bool((stalled.stats() or {}).get("assigned_partitions")), 60,
                    "the stalled worker to be assigned partitions again")
         given_up = stalled.stats()["partitions_given_up"]
@@ -300,27 +319,31 @@ def own_kafka() -> Iterator[RunningBroker]:
 @pytest.mark.parametrize("number", range(RUNS))
 def test_the_broker_killed_mid_transaction_and_restarted(own_kafka: RunningBroker,
                                                           tmp_path: Path, number: int) -> None:
+    """The broker is killed while the worker works through a burst of input in batches of 20,
+    so with transactions open, and started again BROKER_DOWN_S later on the same data."""
     seed = SEED + number
     rng = random.Random(seed)
     settings = eos_settings(own_kafka, f"eosbroker{seed}", tmp_path, batch_size=20,
                             stall_timeout=STALL_TIMEOUT)
     records = with_bad_lines(workload(ENTRIES, SESSIONS, seed=seed), rng)
+    before, burst, after = thirds(records)
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
-    feeder = Feeder(settings, records, pause=1.0)
     started = time.monotonic()
     restarts = 0
     try:
-        feeder.start()
-        wait_until(lambda: (worker.stats() or {}).get("entries_in", 0) > BATCH_SIZE, 60,
-                   "the worker to be into the input")
-        time.sleep(rng.uniform(0.0, 1.0))
+        run(produce_once(settings, before))
+        wait_until(lambda: committed_everything(settings), 90, "the first input committed")
+        bursting = burst_under_way(worker, settings, burst)
         processed = worker.stats()["entries_in"]
         own_kafka.kill()
+        killed_at = time.monotonic()
         time.sleep(BROKER_DOWN_S)
         own_kafka.restart()
-        back_after = time.monotonic() - started
-        feeder.join(240)
-        assert not feeder.is_alive() and feeder.error is None, feeder.error
+        back_after = time.monotonic() - killed_at
+        bursting.join(240)
+        feeder = Feeder(settings, after, pause=0.5)
+        feeder.run()
+        assert feeder.error is None and bursting.error is None, feeder.error or bursting.error
         context = f"seed {seed}: broker killed with {processed} processed"
 
         def supervised() -> bool:
@@ -336,9 +359,11 @@ def test_the_broker_killed_mid_transaction_and_restarted(own_kafka: RunningBroke
     finally:
         worker.stop()
     # a transaction was open while the broker was away: its requests failed, and were retried
-    open_across = TRANSACTION_REQUEST_FAILED.findall(worker.log_text())
+    open_across = {"".join(found) for found in
+                   TRANSACTION_REQUEST_FAILED.findall(worker.log_text())}
     print(f"\nexactly once through a broker SIGKILL with {processed} processed, seed {seed}: "
-          f"{counts}; the broker back {back_after:.0f}s in; transactional requests failed while "
-          f"it was away: {sorted(set(open_across))}; {time.monotonic() - started:.0f}s")
+          f"{counts}; the broker answered {back_after:.0f}s after the kill; transactional "
+          f"requests failed while it was away: {sorted(open_across)}; "
+          f"{time.monotonic() - started:.0f}s")
     assert restarts == 0, worker.log_tail()
     assert open_across, "no transaction was open while the broker was away"
