@@ -35,9 +35,9 @@ test-kafka: $(VENV)/.installed $(OPENCLAW_STAMP) plugin
 	SESSION_STREAM_TEST_BROKER=kafka $(BIN)/python -m pytest -q -m integration
 
 # The reliability tests at the issue's size, against Apache Kafka, with five chaos schedules drawn
-# for the consumer group (each a few minutes at this size).
+# for the consumer group and five runs of each exactly-once test (each a few minutes at this size).
 chaos: $(VENV)/.installed
-	CHAOS_ENTRIES=50000 CHAOS_SESSIONS=2000 CHAOS_KILLS=5 CHAOS_RUNS=5 SESSION_STREAM_TEST_BROKER=kafka \
+	CHAOS_ENTRIES=50000 CHAOS_SESSIONS=2000 CHAOS_KILLS=5 CHAOS_RUNS=5 EOS_RUNS=5 SESSION_STREAM_TEST_BROKER=kafka \
 		$(BIN)/python -m pytest -q tests/chaos
 
 # 1M entries over 100k sessions with a 20 s TTL: RSS and table size must level off (prints the

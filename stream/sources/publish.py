@@ -34,7 +34,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from stream.kafka.admin import ensure_input_topic
-from stream.kafka.producer import Headers, make_producer, send_records
+from stream.kafka.producer import Headers, send_records, start_idempotent_producer
 from stream.kafka.retry import Backoff, Stopped, quiet_client_logs, until_done
 from stream.settings import Settings, add_options
 from stream.sources.positions import PositionsError
@@ -159,10 +159,11 @@ async def _next_round(
         watcher.result()  # raises its error; a watcher only returns once stopped
 
 
-def source_producer(settings: Settings) -> AIOKafkaProducer:
-    """A round's records are sent at once and awaited: lingering would only hold them back
-    (10 ms a row, and the next round's rows behind them)."""
-    return make_producer(settings, linger_ms=0)
+async def start_source_producer(settings: Settings) -> AIOKafkaProducer:
+    """Idempotent where the broker grants it: a send the producer retries in one run writes no
+    second input record. A round's records are sent at once and awaited: lingering would only
+    hold them back (10 ms a row, and the next round's rows behind them)."""
+    return await start_idempotent_producer(settings, linger_ms=0)
 
 
 async def _not_before(moment: float) -> None:
@@ -174,7 +175,7 @@ async def _not_before(moment: float) -> None:
 
 async def publish(settings: Settings, source: Source[P], poll_interval: float, once: bool) -> int:
     """Run `pump` with the shared producer until done or SIGINT/SIGTERM; returns records sent."""
-    producer = source_producer(settings)
+    producer: AIOKafkaProducer | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Stopping between batches lets the last acknowledged batch be checkpointed, so a
@@ -182,17 +183,22 @@ async def publish(settings: Settings, source: Source[P], poll_interval: float, o
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, stop.set)
     try:
-        await producer.start()
-
-        async def send(records: list[Record]) -> None:
-            await send_records(producer, settings.input_topic, records)
-
-        return await pump(source, send, poll_interval=poll_interval, once=once, stop=stop,
+        producer = await start_source_producer(settings)
+        return await pump(source, _sender(producer, settings.input_topic),
+                          poll_interval=poll_interval, once=once, stop=stop,
                           broker=settings.bootstrap, round_interval=ROUND_INTERVAL)
     finally:
         for number in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(number)
-        await producer.stop()
+        if producer is not None:
+            await producer.stop()
+
+
+def _sender(producer: AIOKafkaProducer, topic: str) -> Send:
+    async def send(records: list[Record]) -> None:
+        await send_records(producer, topic, records)
+
+    return send
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, default_checkpoint: str) -> None:
