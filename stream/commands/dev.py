@@ -27,7 +27,7 @@ from stream.brokers import RunningBroker, free_port, start_broker
 from stream.consumers.memory_writer.compare import duplicate_line_report, format_report
 from stream.consumers.memory_writer.consume import consume
 from stream.consumers.memory_writer.files import MemoryWriter
-from stream.consumers.tail import format_record
+from stream.consumers.tail import format_record, record_time
 from stream.kafka.consumer import make_consumer, topic_partitions
 from stream.settings import ENV_PREFIX, Settings, add_options
 from stream.sources.produce import produce_files
@@ -164,7 +164,7 @@ async def _watch(settings: Settings, until_idle: float | None,
                 counts[role] += len(records)
                 for record in records:
                     if role != "clean":
-                        print(format_record(role, record))
+                        print(record_time(record), format_record(role, record))
                     if role == "alerts":
                         alerts[_kind(record.value)] += 1
             if batch:
