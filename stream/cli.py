@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stream.commands import broker, dev, gateway, status, up
+from stream.commands import broker, dev, gateway, install, status, uninstall, up
 from stream.commands import clean as offline
 from stream.consumers import tail
 from stream.consumers.memory_writer import command as memory_writer
@@ -93,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "memory writer")
     _add_module(commands, "status", status,
                 "show what the pipeline of `up` does: processes, lag, records, last alerts")
+    _add_module(commands, "install", install,
+                "run `up` as a service at boot (a systemd user unit, a launchd agent)")
+    _add_module(commands, "uninstall", uninstall,
+                "stop and remove that service; the state folder stays")
     _add_module(commands, "broker", broker, "run the broker of a state folder alone")
     _add_module(commands, "memory-writer", memory_writer,
                 "write one markdown memory file per session from the clean topic")
