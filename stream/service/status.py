@@ -116,7 +116,8 @@ async def _from_broker(settings: Settings, run: dict[str, Any], alerts: int) -> 
     topics = {"in": settings.input_topic, "kept": settings.clean_topic,
               "dead_lettered": settings.dlq_topic, "alerts": settings.alerts_topic}
     partitions, starts = await _partitions_and_starts(settings, list(topics.values()))
-    ends = await log_end_offsets(options, partitions)
+    # (the worker creates the topics as it starts: none may be there yet)
+    ends = await log_end_offsets(options, partitions) if partitions else {}
     counts = {role: sum(ends[tp] - starts[tp] for tp in partitions if tp.topic == topic)
               for role, topic in topics.items()}
     groups = {
