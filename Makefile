@@ -7,11 +7,14 @@ BIN := $(VENV)/bin
 SESSION_STREAM_CACHE ?= $(HOME)/.cache/session-stream
 OPENCLAW_STAMP := $(SESSION_STREAM_CACHE)/openclaw/.installed
 
-.PHONY: run test test-pure test-kafka test-openclaw chaos soak bench bench-quick lint kafka \
+.PHONY: run install test test-pure test-kafka test-openclaw chaos soak bench bench-quick lint kafka \
 	openclaw clean
 
-run: $(VENV)/.installed
+run: $(VENV)/.installed-run
 	$(BIN)/session-stream dev
+
+# session-stream and what it runs on, without the test tools: `.venv/bin/session-stream`.
+install: $(VENV)/.installed-run
 
 test: $(VENV)/.installed $(OPENCLAW_STAMP)
 	$(BIN)/python -m pytest -q
@@ -74,11 +77,25 @@ $(OPENCLAW_STAMP): scripts/install-openclaw.sh
 # extensions; there is nothing to act on.
 COMPILED_SOURCES := $(shell $(PYTHON) -P stream/pure.py)
 
-$(VENV)/.installed: pyproject.toml setup.py stream/pure.py $(COMPILED_SOURCES)
+# The test tools, as pyproject.toml's `test` extra lists them: installed apart, so that adding
+# them does not build and compile the project a second time.
+TEST_REQUIREMENTS := $(shell $(PYTHON) -c "import tomllib; print(' '.join(repr(r) for r in \
+	tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['test']))")
+
+# pip runs without --quiet: what it collects and builds is the progress of a minute's install.
+$(VENV)/.installed-run: pyproject.toml setup.py stream/pure.py $(COMPILED_SOURCES)
+	@echo "==> $(VENV): session-stream and its dependencies, the engine compiled with mypyc (about a minute)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	find stream -name '*.so' -not -path '*/_compiled/*' -delete
-	PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(BIN)/pip install --quiet -e '.[test]'
+	PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(BIN)/pip install \
+		--disable-pip-version-check -e .
+	@echo "==> installed: $(BIN)/session-stream"
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.installed-run
+	@echo "==> the test tools"
+	$(BIN)/pip install --quiet --disable-pip-version-check $(TEST_REQUIREMENTS)
 	touch $@
 
 clean:
