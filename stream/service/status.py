@@ -69,6 +69,10 @@ def gather(state: StateDir, alerts: int = 5) -> dict[str, Any]:
     else:
         problems += [f"{name} is down (log: {child['log']})"
                      for name, child in report["processes"].items() if not child["running"]]
+    # The source's distance first, the broker's offsets after: what the source had sent by
+    # then is in those offsets, so "nothing behind" anywhere means all of it went through.
+    if run["source"] is not None:
+        report["source"]["behind"] = source_behind(run["source"], Path(run["openclaw_state"]))
     try:
         if not _listens(settings):
             raise OSError("nothing listens there")
@@ -77,8 +81,6 @@ def gather(state: StateDir, alerts: int = 5) -> dict[str, Any]:
         report["broker"]["answers"] = True
     except (KafkaError, OSError, TimeoutError) as error:
         problems.append(f"the broker at {settings.broker} does not answer ({error or 'timed out'})")
-    if run["source"] is not None:
-        report["source"]["behind"] = source_behind(run["source"], Path(run["openclaw_state"]))
     report["problems"] = problems
     return report
 
