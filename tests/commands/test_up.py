@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from stream.service.status import alive, render
 from stream.commands.dev import EXAMPLES
+from stream.service.status import alive, render
 from tests.support.service import Up
 
 pytestmark = pytest.mark.integration

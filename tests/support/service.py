@@ -4,6 +4,7 @@ power cut or a reboot would."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -85,10 +86,8 @@ class Up:
         """SIGKILL to every process at once, the broker included: nothing stops cleanly."""
         pids = self.pids()
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         assert self.process is not None
         self.process.wait(30)
         deadline = time.monotonic() + 30

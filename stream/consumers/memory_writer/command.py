@@ -93,8 +93,10 @@ def main(
     except MemoryFolderError as error:
         print(f"session-stream memory-writer: --out {error}", file=stderr)
         return 2
+    # Its own progress lines; the Kafka client's group chatter only when something is wrong.
     logging.basicConfig(level=logging.INFO,
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
     quiet_client_logs()
     settings = Settings.load(args)
     topic = settings.clean_topic if args.topic == "clean" else settings.input_topic
