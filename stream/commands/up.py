@@ -63,23 +63,23 @@ def main(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
     state = StateDir.of(args.state_dir)
     _log_to(state, stderr)
     openclaw = OpenClaw.at(args.openclaw_state)
+    log = logging.getLogger(__name__)
     try:
         check_not_running(state)
+        log.info("state in %s; OpenClaw in %s", state.root, openclaw.state_dir)
         broker = None
         if args.broker is None and ENV_PREFIX + "BROKER" not in os.environ:
             broker = prepare(state, args.memory_only, args.broker_port)
             if broker.durable and (note := assemble_note()):
-                logging.getLogger(__name__).info(note)
+                log.info(note)
     except (AlreadyRunning, BrokerStartError) as error:
         hint = "" if isinstance(error, AlreadyRunning) else (
             "; Apache Kafka needs Java 17+ (README, Prerequisites), or run with --memory-only "
             "(the embedded broker: nothing kept across a restart)")
         print(f"session-stream up: {error}{hint}", file=stderr)
         return 2
-    logging.getLogger(__name__).info("state in %s; OpenClaw in %s", state.root,
-                                     openclaw.state_dir)
     if openclaw.config_problem:
-        logging.getLogger(__name__).warning(openclaw.config_problem)
+        log.warning(openclaw.config_problem)
     settings = settings_for(args, state, broker.url if broker else None)
     Pipeline(state, openclaw, settings, broker).run()
     return 0

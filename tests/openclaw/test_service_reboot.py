@@ -48,8 +48,9 @@ SETTLE_TIMEOUT = 240.0
 def readme_openclaw_lines() -> list[list[str]]:
     """The `openclaw` command lines of the README's section on running beside OpenClaw."""
     section = README.read_text().split("## Running it beside OpenClaw", 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"```sh\n(.*?)```", section, flags=re.S)
-    lines = [line.split("  #")[0].strip() for line in block.splitlines()]
+    lines = [line.split("  #")[0].strip() for block in re.findall(r"```sh\n(.*?)```", section,
+                                                                 flags=re.S)
+             for line in block.splitlines()]
     return [shlex.split(line)[1:] for line in lines if line.startswith("openclaw ")]
 
 
@@ -103,10 +104,11 @@ def reboot_run(openclaw_gateway: Gateway, tmp_path_factory: pytest.TempPathFacto
     gateway = openclaw_gateway
     work = tmp_path_factory.mktemp("reboot")
     lines = readme_openclaw_lines()
-    assert ["gateway", "restart"] in lines
-    for args in lines:
-        if args != ["gateway", "restart"]:
-            gateway.cli(*args)
+    # what the test does itself: restart its gateway, index, search
+    assert lines[-3:] == [["gateway", "restart"], ["memory", "index"],
+                          ["memory", "search", "words of a reply"]]
+    for args in lines[:-3]:
+        gateway.cli(*args)
     gateway.cli("config", "set", "memory.search.provider", '"none"', "--strict-json")
     gateway.restart()
     up = Up(work / "state", gateway.state_dir)
