@@ -50,7 +50,8 @@ class Systemd:
             return False
         _run("systemctl", "--user", "disable", "--now", UNIT_NAME, check=False)
         self.path.unlink()
-        _run("systemctl", "--user", "daemon-reload")
+        # without a user manager running there is nothing left to tell
+        _run("systemctl", "--user", "daemon-reload", check=False)
         return True
 
     def notes(self) -> list[str]:
