@@ -66,10 +66,6 @@ class LocalBroker:
     def durable(self) -> bool:
         return self.kind == "kafka"
 
-    @property
-    def log_path(self) -> Path:
-        return self.folder / "broker.log"
-
     def environment(self) -> dict[str, str]:
         return tansu_environment() if self.kind == "tansu" else dict(os.environ)
 

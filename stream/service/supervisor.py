@@ -57,9 +57,6 @@ class Child:
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
 
 class Supervisor:
     def __init__(self, state: StateDir, on_change: Callable[[], None] = lambda: None,
