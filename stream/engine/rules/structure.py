@@ -1,10 +1,28 @@
-"""Rules 12-14: the shape of the transcript tree and of tool calls (entry kept)."""
+"""Rules 12-14 and 18: the shape of the transcript tree and of tool calls, and a session met
+mid-way (entry kept)."""
 
 from __future__ import annotations
 
 from stream.engine.context import Context
 from stream.engine.records import Severity
 from stream.engine.rules.tree import E_CHILD
+
+
+def seen_midway(ctx: Context) -> None:
+    """The session's first entry seen is not its header, and nothing is known of it: a fresh
+    broker or state, a session the TTL forgot, or an excerpt. A copy of any earlier entry
+    cannot be recognised, so the session is named once rather than cleaned silently."""
+    entry = ctx.entry
+    ctx.alert(
+        "session_seen_midway",
+        Severity.WARNING,
+        f"session {ctx.session.id} is known from entry {entry.id} on, not from its header: "
+        "copies of its earlier entries cannot be recognised",
+        evidence={"first_entry_type": entry.type},
+        related=entry.id,
+        discriminator="midway",
+        about_session=True,
+    )
 
 
 def dangling_parent(ctx: Context, parent: list | None) -> None:
