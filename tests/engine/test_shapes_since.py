@@ -2,7 +2,7 @@
 and OpenClaw's writers show it, with the near misses a genuine second message makes. Each test
 asserts what leaves the engine: which entries are kept, which dropped naming what, and which
 alerts with which fields. The rows' shapes and the reasons for each decision are in
-docs/rules.md (the README's table of reported shapes points there)."""
+docs/rules.md (docs/reported-shapes.md points there)."""
 
 from __future__ import annotations
 
