@@ -7,3 +7,4 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent.parent / "data"
 FIXTURES = DATA / "fixtures"
 CORPUS = DATA / "corpus"
+REPORTED = DATA / "reported"
