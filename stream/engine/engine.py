@@ -8,17 +8,17 @@ from typing import Final
 
 from stream.engine.context import Context, Limits
 from stream.engine.entry import SILENT_HASHES, Entry, MalformedEntry, parse, record_key
+from stream.engine.kinds import MALFORMED_ENTRY
 from stream.engine.records import (
     Action,
     Alert,
     DeadLetter,
-    Severity,
     Source,
     Verdict,
     alert_id,
 )
 from stream.engine.rules import (
-    catalogue,
+    copies,
     correlation,
     heartbeat,
     identity,
@@ -47,7 +47,7 @@ from stream.engine.state import (
 )
 from stream.engine.text import digest64
 
-DROP_RULES: Final = catalogue.DROP_RULES
+DROP_RULES: Final = copies.DROP_RULES
 
 
 class Engine:
@@ -89,7 +89,7 @@ class Engine:
         record = identity.entry_record(ctx)
         drop = identity.redelivery(ctx, record)
         if drop is None and record is None:
-            drop = catalogue.find_copy(ctx)
+            drop = copies.find_copy(ctx)
         if drop is not None:
             # a copy is remembered under its own id; the entry itself again (delivered again,
             # or rewritten in place) already is
@@ -341,13 +341,13 @@ def dead_letter_verdict(session_id: str, raw: bytes, source: Source, reason: str
 
 def _malformed_alert(session_id: str, raw: bytes, source: Source, reason: str) -> Alert:
     return Alert(
-        id=alert_id(session_id, "malformed_entry", None, f"{digest64(raw):x}"),
-        kind="malformed_entry",
-        severity=Severity.WARNING,
+        id=alert_id(session_id, MALFORMED_ENTRY.name, None, f"{digest64(raw):x}"),
+        kind=MALFORMED_ENTRY.name,
+        severity=MALFORMED_ENTRY.severity,
         session_id=session_id,
         entry_id=None,
         related_entry_id=None,
-        action=Action.DEAD_LETTERED,
+        action=MALFORMED_ENTRY.action,
         message=f"dead-lettered a record of {len(raw)} bytes: {reason}",
         evidence={"reason": reason, "bytes": len(raw)},
         source=source,

@@ -12,21 +12,19 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import record_key
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule, text_evidence
 from stream.engine.rules.tree import E_REPLY_TEXT, E_RULE, output_parent
 
 DELIVERY_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
-    "delivery_mirror_duplicate",
-    Severity.INFO,
+    kinds.DELIVERY_MIRROR_DUPLICATE,
     "transcript-only mirror repeats assistant",
     lambda entry: {**text_evidence(entry), "model": entry.provider_model[1]},
 )
 SILENT_TURN_REPLAY: Final[DropRule] = DropRule(
-    "silent_turn_replay",
-    Severity.WARNING,
+    kinds.SILENT_TURN_REPLAY,
     "mirror in a heartbeat turn that stayed silent repeats the previous turn's reply",
     lambda entry: {**text_evidence(entry), "model": entry.provider_model[1]},
 )
@@ -161,8 +159,7 @@ def uncorrelated_mirror_copy(ctx: Context) -> None:
     if state.latest_is_mirror or not entry.text_hash or entry.text_hash != state.latest_text_hash:
         return
     ctx.alert(
-        "uncorrelated_mirror_copy",
-        Severity.INFO,
+        kinds.UNCORRELATED_MIRROR_COPY,
         f"kept {entry.id}: a channel final naming no source repeats reply {state.latest_text_id}",
         evidence={**text_evidence(entry), "idempotency_key": entry.idempotency_key},
         related=state.latest_text_id,

@@ -24,43 +24,37 @@ from __future__ import annotations
 
 from typing import Final
 
-from stream.engine import inbound_text
+from stream.engine import inbound_text, kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 
 SAME_RESPONSE: Final[DropRule] = DropRule(
-    "same_response",
-    Severity.INFO,
+    kinds.SAME_RESPONSE,
     "the provider's response persisted again, as entry",
     lambda entry: {"response_id": entry.response_id, "digest": _digest(entry)},
     stands_in=True,
 )
 SAME_TOOL_CALLS: Final[DropRule] = DropRule(
-    "same_tool_calls",
-    Severity.INFO,
+    kinds.SAME_TOOL_CALLS,
     "a reply issuing the same tool calls persisted again, as entry",
     lambda entry: {"tool_call_ids": own_call_ids(entry), "digest": _digest(entry)},
     stands_in=True,
 )
 SAME_TOOL_RESULT: Final[DropRule] = DropRule(
-    "same_tool_result",
-    Severity.INFO,
+    kinds.SAME_TOOL_RESULT,
     "the result of the same call persisted again, as entry",
     lambda entry: {"tool_call_id": entry.tool_call_id, "digest": _digest(entry)},
     stands_in=True,
 )
 SAME_ANNOUNCE: Final[DropRule] = DropRule(
-    "same_announce",
-    Severity.INFO,
+    kinds.SAME_ANNOUNCE,
     "the same completion announced again, as entry",
     lambda entry: {"sessions": len(inbound_text.announces(entry.visible_text))},
     stands_in=True,
 )
 SAME_INBOUND: Final[DropRule] = DropRule(
-    "same_inbound",
-    Severity.INFO,
+    kinds.SAME_INBOUND,
     "the channel's inbound message delivered again, as entry",
     lambda entry: {"digest": _digest(entry)},
     stands_in=True,
@@ -138,8 +132,7 @@ class IdentityUse:
             ctx.remember(slot, [entry.id])
         for kind, earlier in self.conflicts:
             ctx.alert(
-                "identity_conflict",
-                Severity.WARNING,
+                kinds.IDENTITY_CONFLICT,
                 f"kept {entry.id}: its {kind} identity was seen on entry {earlier} with "
                 "another message",
                 evidence={"identity": kind, "digest": f"{entry.message_token[0]:016x}"},

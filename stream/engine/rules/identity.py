@@ -9,23 +9,21 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.rules.keys import key_slot
 from stream.engine.rules.tree import E_FP, E_SRC
 from stream.engine.text import digest64
 
 REDELIVERY: Final[DropRule] = DropRule(
-    "redelivery",
-    Severity.INFO,
+    kinds.REDELIVERY,
     "same id and same bytes as entry",
     lambda entry: {"fingerprint": f"{entry.fingerprint:016x}"},
 )
 REWRITTEN_IN_PLACE: Final[DropRule] = DropRule(
-    "rewritten_in_place",
-    Severity.INFO,
+    kinds.REWRITTEN_IN_PLACE,
     "the same message rewritten in place, with its id, key, role and content, as entry",
     lambda entry: {"fingerprint": f"{entry.fingerprint:016x}",
                    "idempotency_key": entry.idempotency_key},
@@ -62,8 +60,7 @@ def redelivery(ctx: Context, record: list | None) -> Drop | None:
     if _rewritten_in_place(ctx):
         return Drop(REWRITTEN_IN_PLACE, ctx.entry.id)
     ctx.alert(
-        "entry_id_conflict",
-        Severity.WARNING,
+        kinds.ENTRY_ID_CONFLICT,
         f"kept {ctx.entry.id}: its id was seen before with other content",
         evidence=conflict_evidence(ctx.entry, record),
         related=ctx.entry.id,

@@ -13,15 +13,14 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry, positional_scope
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.state import USER
 
 IDEMPOTENT_REPLAY: Final[DropRule] = DropRule(
-    "idempotent_replay",
-    Severity.INFO,
+    kinds.IDEMPOTENT_REPLAY,
     "same idempotency identity and content as entry",
     lambda entry: {
         "idempotency_key": entry.idempotency_key,
@@ -29,14 +28,12 @@ IDEMPOTENT_REPLAY: Final[DropRule] = DropRule(
     },
 )
 ANNOUNCE_RETRY_DUPLICATE: Final[DropRule] = DropRule(
-    "announce_retry_duplicate",
-    Severity.INFO,
+    kinds.ANNOUNCE_RETRY_DUPLICATE,
     "retried delivery of the same announce repeats entry",
     lambda entry: {"idempotency_key": entry.idempotency_key},
 )
 CODEX_PROMPT_MIRROR: Final[DropRule] = DropRule(
-    "codex_prompt_mirror",
-    Severity.INFO,
+    kinds.CODEX_PROMPT_MIRROR,
     "the run's prompt written again by its other writer, as entry",
     lambda entry: {"idempotency_key": entry.idempotency_key},
     stands_in=True,
@@ -93,8 +90,7 @@ class KeyUse:
         entry = ctx.entry
         if self.collides_with is not None:
             ctx.alert(
-                "idempotency_key_collision",
-                Severity.WARNING,
+                kinds.IDEMPOTENCY_KEY_COLLISION,
                 f"kept {entry.id}: idempotency key reused by entry {self.collides_with} "
                 "with other content",
                 evidence={"idempotency_key": self.key, "positional": self.identity is not None},
@@ -194,13 +190,11 @@ def _note_positional_keys(ctx: Context, key: str) -> None:
         return
     ctx.state.positional_alerted = True
     ctx.alert(
-        "positional_idempotency_key",
-        Severity.INFO,
+        kinds.POSITIONAL_IDEMPOTENCY_KEY,
         "session uses positional idempotency keys (scope:role:index), which shift "
         "when a snapshot changes; deduplicating them by scope, role and content",
         evidence={"idempotency_key": key},
         related=ctx.entry.id,
-        about_session=True,
     )
 
 

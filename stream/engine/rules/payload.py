@@ -24,15 +24,14 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry, payload_of, record_key
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.rules.tree import E_FP, E_RULE, chain_original
 
 REWRITE_COPY: Final[DropRule] = DropRule(
-    "rewrite_copy",
-    Severity.INFO,
+    kinds.REWRITE_COPY,
     "re-appended by a transcript rewrite, same payload as entry",
     lambda entry: {"payload": f"{entry.payload:08x}", "type": entry.type},
     stands_in=True,
@@ -65,8 +64,7 @@ def rewrite_copy(ctx: Context) -> Drop | None:
 # by payload: a reply is known by its provider's response id (rules/identities), and without
 # one only its placement (rule 2b) tells a rewrite's copy from a second model call.
 PERSISTED_COPY: Final[DropRule] = DropRule(
-    "persisted_copy",
-    Severity.INFO,
+    kinds.PERSISTED_COPY,
     "the same message persisted again, same payload as entry",
     lambda entry: {"payload": f"{entry.payload:08x}", "type": entry.type},
     stands_in=True,

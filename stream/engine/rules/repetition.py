@@ -13,35 +13,31 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule, text_evidence
 from stream.engine.rules.tree import answers_turn_opener, kept_ancestor
 from stream.engine.state import ASSISTANT
 from stream.engine.text import digest64
 
 CLI_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
-    "cli_mirror_duplicate",
-    Severity.WARNING,
+    kinds.CLI_MIRROR_DUPLICATE,
     "cli copy repeats the assistant message",
     text_evidence,
 )
 CLI_AGGREGATE_DUPLICATE: Final[DropRule] = DropRule(
-    "cli_aggregate_duplicate",
-    Severity.WARNING,
+    kinds.CLI_AGGREGATE_DUPLICATE,
     "cli record joins the turn's replies that end with",
     text_evidence,
 )
 CLI_REIMPORT_DUPLICATE: Final[DropRule] = DropRule(
-    "cli_reimport_duplicate",
-    Severity.WARNING,
+    kinds.CLI_REIMPORT_DUPLICATE,
     "imported copy repeats the committed cli reply",
     lambda entry: {**text_evidence(entry), "imported_from": entry.imported_from},
 )
 CLEANED_CHILD_DUPLICATE: Final[DropRule] = DropRule(
-    "cleaned_child_duplicate",
-    Severity.INFO,
+    kinds.CLEANED_CHILD_DUPLICATE,
     "text-only child repeats its parent reply",
     text_evidence,
 )
@@ -59,8 +55,7 @@ def _echo_evidence(entry: Entry) -> dict:
 
 
 MISTAGGED_ECHO: Final[DropRule] = DropRule(
-    "mistagged_echo",
-    Severity.WARNING,
+    kinds.MISTAGGED_ECHO,
     "echo carrying the provider, model and usage of reply",
     _echo_evidence,
 )

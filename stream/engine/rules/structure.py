@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from stream.engine import kinds
 from stream.engine.context import Context
-from stream.engine.records import Severity
 from stream.engine.rules.tree import E_CHILD
 
 
@@ -12,8 +12,7 @@ def dangling_parent(ctx: Context, parent: list | None) -> None:
     if entry.parent_id is None or parent is not None or not ctx.sure_of_history:
         return
     ctx.alert(
-        "dangling_parent",
-        Severity.WARNING,
+        kinds.DANGLING_PARENT,
         f"entry {entry.id} names parent {entry.parent_id}, which is not in the session",
         evidence={"parent_id": entry.parent_id},
         related=entry.parent_id,
@@ -28,8 +27,7 @@ def branch_fork(ctx: Context, parent_id: str | None, parent: list | None) -> Non
     if entry.append_mode == "side" or entry.is_mirror or _answers_parent_call(ctx, parent_id):
         return
     ctx.alert(
-        "branch_fork",
-        Severity.INFO,
+        kinds.BRANCH_FORK,
         f"entry {entry.id} starts a second branch under {parent_id} "
         f"(first child {parent[E_CHILD]})",
         evidence={"parent_id": parent_id, "first_child_id": parent[E_CHILD]},
@@ -53,8 +51,7 @@ def tool_calls(ctx: Context) -> None:
         state.pending_calls = [call for call in state.pending_calls if call[0] != call_id]
         if ctx.recall("t:" + call_id) is None and ctx.sure_of_history:
             ctx.alert(
-                "unknown_tool_result",
-                Severity.WARNING,
+                kinds.UNKNOWN_TOOL_RESULT,
                 f"tool result {entry.id} answers call {call_id}, never made in this session",
                 evidence={"tool_call_id": call_id},
             )
@@ -62,8 +59,7 @@ def tool_calls(ctx: Context) -> None:
     if entry.role == "user":
         for open_call, caller in state.pending_calls:
             ctx.alert(
-                "orphaned_tool_call",
-                Severity.WARNING,
+                kinds.ORPHANED_TOOL_CALL,
                 f"tool call {open_call} of entry {caller} got no result before the turn ended",
                 evidence={"tool_call_id": open_call, "turn_ended_by": entry.id},
                 entry_id=caller,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
-from stream.engine.records import Severity
 
 WAKE_PREFIX: Final = "announce:"
 
@@ -28,8 +28,7 @@ def repeated_answer(ctx: Context) -> None:
     if entry.reply_text_hash != state.announce_hash:
         return
     ctx.alert(
-        "repeated_answer",
-        Severity.WARNING,
+        kinds.REPEATED_ANSWER,
         f"kept {entry.id}: the reply to a completion wake repeats the answer "
         f"{state.announce_id} gave before it",
         evidence={"idempotency_key": state.announce_key},
