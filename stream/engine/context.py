@@ -36,7 +36,8 @@ class Limits:
     # characters of the entry's normalized text, as `evidence.snippet`.
     snippet_chars: int = 0
     # The heartbeat prompt OpenClaw is configured with, "" for the pinned releases' defaults:
-    # a user message with it opens a heartbeat turn (rule 3a) when it carries no provenance.
+    # a user message with it opens a heartbeat turn (`silent_turn_replay`) when it carries no
+    # provenance.
     heartbeat_prompt: str = ""
     # The state format the session's state is stored in: a worker writing an earlier format
     # during a rolling upgrade (`--upgrade-from`) remembers nothing that format lacks, so a

@@ -143,7 +143,8 @@ class Engine:
             ctx.session.memory.put(record_key(parent_id), parent)
         elif parent_id is None and entry.type != "session" and _continues_branch(entry):
             tree.note_root(ctx)
-        # The entry it stands beside (rule 2b): copies of that entry's children may hang below it.
+        # The entry it stands beside (`rewrite_copy`): copies of that entry's children may hang
+        # below it.
         beside = tree.chain_original(ctx) if entry.type != "leaf" else None
         if (entry.role == "assistant" and not entry.is_mirror and entry.reply_text_hash
                 and ctx.indexes_identities):
@@ -230,8 +231,8 @@ def _advance_turn(ctx: Context) -> None:
     elif role == TOOL_RESULT and state.retry_hash:
         _forget_retry(state)
     state.last_role = role
-    # Only an assistant's text is ever compared with what follows (rule 4): tool results,
-    # often the longest texts, are not normalized or hashed at all.
+    # Only an assistant's text is ever compared with what follows (`cli_mirror_duplicate`):
+    # tool results, often the longest texts, are not normalized or hashed at all.
     state.last_text_hash = entry.text_hash if role == ASSISTANT else 0
     state.last_id = entry.id
     state.last_cli = role == ASSISTANT and entry.api == "cli"
@@ -256,8 +257,8 @@ def _advance_turn(ctx: Context) -> None:
     state.prev_id = entry.id
     state.prev_text_hash = entry.text_hash
     # The model and usage of a reply are compared only with what follows a reply that thought
-    # (rules 5 and 6 read them after `prev_thinking`): hashing them for every reply cost more
-    # than the turn's other fields together.
+    # (`cleaned_child_duplicate` and `mistagged_echo` read them after `prev_thinking`): hashing
+    # them for every reply cost more than the turn's other fields together.
     thought = entry.has_thinking
     state.prev_thinking = thought
     state.prev_model_hash = repetition.model_hash(entry) if thought else 0

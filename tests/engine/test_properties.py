@@ -402,7 +402,7 @@ def test_cleaning_a_cleaned_session_drops_nothing_more(lines):
 def _second_sends_below_a_dropped_first(lines, verdicts) -> set[str]:
     """Kept mirrors that name only their own send and hang below a mirror dropped as the
     reply's delivery: another send (#23's near miss), which as cleaned hangs below the reply,
-    where a second cleaning takes it for the first (docs/rules.md, rule 3)."""
+    where a second cleaning takes it for the first (docs/rules.md, `delivery_mirror_duplicate`)."""
     parsed = [_object(raw) for raw in lines]
     first_sends = {
         value["id"]

@@ -1,7 +1,7 @@
 """Evidence: a copy that says what it copies. A transcript-only mirror carries the correlation
 of what it delivered (`openclawDeliveryMirror.sourceAssistantMessageId`, a send of its own, the
-reply its `parentId` names); what it is compared with follows from that. Rules 3 and 3a, and
-detection 16.
+reply its `parentId` names); what it is compared with follows from that: `silent_turn_replay`,
+`delivery_mirror_duplicate`, and the detection `uncorrelated_mirror_copy`.
 
 A rule of this evidence is a function `(ctx) -> Drop | None` that `find` tries in order on a
 mirror with text (the only entries this evidence judges); its `DropRule` goes into `RULES` at

@@ -1,6 +1,7 @@
 """Evidence: the same input delivered twice. A message carries the idempotency key its writer
 gave the input (`idempotencyKey`, or `__openclaw.idempotencyKey`); OpenClaw's key grammar says
-which keys name one delivery. Rules 2 and 2a.
+which keys name one delivery: `idempotent_replay`,
+`announce_retry_duplicate` and `codex_prompt_mirror`.
 
 A rule of this evidence is a function `(ctx, key_use) -> Drop | None` that `find` tries in
 order once the message's own key found no earlier message with its content; its
@@ -142,7 +143,8 @@ def idempotent_replay(ctx: Context) -> Drop | KeyUse | None:
 def _replay_of(entry: Entry, original: str) -> Drop:
     """An input delivered again takes its original's place: the reply to a second delivery
     (#126680) answers the original, below it, and not below the reply to the first, where it
-    would look like that reply's delivery receipt (rule 5) to every later cleaning."""
+    would look like that reply's delivery receipt (`cleaned_child_duplicate`) to every later
+    cleaning."""
     return Drop(IDEMPOTENT_REPLAY, original, entry.role == "user")
 
 

@@ -1,7 +1,8 @@
 """Evidence: a repetition inside a turn. Where OpenClaw's own writers produce copies of a model
 reply that are not mirrors (the CLI persister's copy and its join of the streamed parts, a CLI
 session re-imported after a resume, a cleaned child of a raw reply, a delivery receipt, an echo
-under the reply's provider), the copy's final text equals the reply's. Rules 4-6.
+under the reply's provider), the copy's final text equals the reply's: the `cli_…`
+rules, `cleaned_child_duplicate` and `mistagged_echo`.
 
 Each rule compares hashes of normalized text with the turn state, never fires on empty
 text, and returns the id of the entry the duplicate repeats. A rule of this evidence is a
@@ -86,7 +87,8 @@ def cli_aggregate_duplicate(ctx: Context) -> Drop | None:
     """The CLI persister's record of a whole turn, the `"\n\n"` join of the model replies
     it streamed (#118185, #143106): its text is two or more of the turn's model replies'
     texts, all of them, in order, whatever came between them (tool calls, their results).
-    The replies are kept; the record repeats them. A copy of one reply is rule 4's."""
+    The replies are kept; the record repeats them. A copy of one reply is
+    `cli_mirror_duplicate`'s."""
     state, entry = ctx.state, ctx.entry
     if (
         state.parts_count < 2

@@ -1,5 +1,6 @@
-"""Rules 7-11 and 15: what the replies of a session say about the model and the harness (entry
-kept)."""
+"""What the replies of a session say about the model and the harness (entry kept):
+`repetition_cascade`, `duplicate_storm`, `consecutive_assistant`, `thinking_rejection_loop`,
+`error_loop` and `retried_prompt`."""
 
 from __future__ import annotations
 

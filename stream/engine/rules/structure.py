@@ -1,4 +1,5 @@
-"""Rules 12-14: the shape of the transcript tree and of tool calls (entry kept)."""
+"""The shape of the transcript tree and of tool calls: `dangling_parent`, `branch_fork`,
+`orphaned_tool_call` and `unknown_tool_result` (entry kept)."""
 
 from __future__ import annotations
 
