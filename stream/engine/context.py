@@ -8,13 +8,8 @@ from typing import TYPE_CHECKING, Final
 from stream.engine.entry import Entry
 from stream.engine.kinds import SESSION, AlertKind
 from stream.engine.records import Alert, Source, alert_id
-from stream.engine.state import (
-    IDENTITY_INDEX_FORMAT,
-    START_SEEN,
-    STATE_FORMAT,
-    Session,
-    SessionState,
-)
+from stream.engine.state import START_SEEN, Session, SessionState
+from stream.engine.stored import IDENTITY_INDEX_FORMAT, STATE_FORMAT
 from stream.engine.text import normalized_prefix
 
 if TYPE_CHECKING:

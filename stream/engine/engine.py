@@ -30,7 +30,6 @@ from stream.engine.rules import (
     wakes,
 )
 from stream.engine.rules.drops import Drop, drop_alert
-from stream.engine.rules.tree import E_CHILD, E_RELATED, E_RULE, E_SRC
 from stream.engine.state import (
     ASSISTANT,
     OTHER,
@@ -45,6 +44,7 @@ from stream.engine.state import (
     SessionState,
     source_hash,
 )
+from stream.engine.stored import E_CHILD, E_RELATED, E_RULE, E_SRC
 from stream.engine.text import digest64
 
 DROP_RULES: Final = copies.DROP_RULES

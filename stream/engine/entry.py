@@ -10,6 +10,7 @@ from typing import Final
 import orjson
 import xxhash
 
+from stream.engine.stored import ENTRY
 from stream.engine.text import (
     SLICE_CHARS,
     XXH3_64,
@@ -96,7 +97,7 @@ def _loads(raw: bytes) -> object:
 
 def record_key(entry_id: str | None) -> str:
     """The memory key of an entry's remembered record ("" for none)."""
-    return "e:" + entry_id if entry_id is not None else ""
+    return ENTRY + entry_id if entry_id is not None else ""
 
 
 def parse(raw: bytes) -> Entry:

@@ -16,12 +16,6 @@ from mypy_extensions import mypyc_attr
 # The engine's module constants are Final: compiled, they become C constants instead of
 # lookups in the module's dict.
 
-# The format of the state and memory this version stores (CHANGELOG.md, docs/upgrading.md):
-# 4 added the identity index (its memory keys, a tool call's message digest) and the state of
-# mirrors compared with the session (`turn_sent`, `person_seq`, `person_answered`).
-STATE_FORMAT: Final = 4
-IDENTITY_INDEX_FORMAT: Final = 4
-
 # Message roles as small ints keep the serialized state short.
 NONE: Final = 0
 USER: Final = 1

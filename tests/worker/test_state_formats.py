@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 import stream
-from stream.engine import Engine
+from stream.engine import Engine, SessionState, stored
 from stream.formats import FormatTooNew, state_format_for, upgrade_from
 from stream.worker import codec
 from stream.worker.processor import BatchProcessor
@@ -156,6 +156,50 @@ def test_a_worker_upgrading_from_0_3_writes_what_0_3_0_wrote() -> None:
 
     assert [(r.key, r.value) for r in written] == [
         fixture.decoded(orjson.loads(line)) for line in LAST_FORMAT_3.read_bytes().splitlines()]
+
+
+def _written(store: TableStore) -> tuple[dict[str, list], list[list]]:
+    """Every memory value the store holds, by its key, and every stored state."""
+    memory = {key.split(b"\x00", 1)[1].decode(): codec.unpack(value)
+              for key, value in store._memory.items()}
+    states = []
+    for value in store._sessions.values():
+        session = StoredSession.from_bytes(value)
+        memory.update(session.memory or {})
+        states.append(codec.unpack(value)[2])
+    return memory, states
+
+
+def _prefix(key: str) -> str:
+    return max((prefix for prefix in stored.INTRODUCED if key.startswith(prefix)), key=len)
+
+
+@pytest.mark.parametrize("state_format", [1, 2, 3])
+def test_a_worker_writing_an_earlier_format_writes_nothing_format_4_added(
+        state_format: int) -> None:
+    # Format 1 is format 2 untagged: 0.1.0 reads the keys 0.2.0 added (test_format_1_reader.py).
+    first, rest = fixture_halves()
+    later, again = after_the_first_part(first, rest)
+    store = store_after(first, state_format)
+    process(store, later + again)
+    newest = store_after(first)
+    process(newest, later + again)
+
+    memory, states = _written(store)
+    newest_memory, _ = _written(newest)
+
+    assert {stored.INTRODUCED[_prefix(key)] for key in newest_memory} >= {1, 2, 4}
+    assert {stored.INTRODUCED[_prefix(key)] for key in memory} <= {1, 2}
+    assert max(len(state) for state in states) <= stored.STATE_FIELDS[state_format]
+    calls = [value for key, value in memory.items() if key.startswith(stored.TOOL_CALL)]
+    assert calls and {len(value) for value in calls} == {2}  # [seq, issuing reply id]
+
+
+def test_the_state_fields_each_format_holds_end_where_its_release_knew_them() -> None:
+    names = SessionState.__dataclass_fields__
+    assert list(names)[stored.STATE_FIELDS[1] - 1] == "heartbeat_silent"
+    assert list(names)[stored.STATE_FIELDS[3] - 1] == "announce_key"
+    assert stored.STATE_FIELDS[stored.STATE_FORMAT] == len(names)
 
 
 def test_a_worker_upgrading_from_0_1_writes_what_0_1_0_reads() -> None:

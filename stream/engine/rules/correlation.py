@@ -16,7 +16,8 @@ from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import record_key
 from stream.engine.rules.drops import Drop, DropRule, text_evidence
-from stream.engine.rules.tree import E_REPLY_TEXT, E_RULE, output_parent
+from stream.engine.rules.tree import output_parent
+from stream.engine.stored import E_REPLY_TEXT, E_RULE, REPLY_TEXT
 
 DELIVERY_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
     kinds.DELIVERY_MIRROR_DUPLICATE,
@@ -71,14 +72,13 @@ def delivery_mirror_duplicate(ctx: Context) -> Drop | None:
     return _reply_above(ctx)
 
 
-# A kept model reply, by the text a mirror of it repeats: "X:<reply text hash>" -> [seq, reply
-# id] of the latest such reply. Replies that call tools count too: OpenClaw delivers the text
-# before a tool call as a block of its own, and mirrors each delivery.
-_REPLY_TEXT: Final = "X:"
+# A kept model reply, by the text a mirror of it repeats (stored.REPLY_TEXT): the latest such
+# reply. Replies that call tools count too: OpenClaw delivers the text before a tool call as a
+# block of its own, and mirrors each delivery.
 
 
 def _reply_slot(text_hash: int) -> str:
-    return f"{_REPLY_TEXT}{text_hash:x}"
+    return f"{REPLY_TEXT}{text_hash:x}"
 
 
 def index_reply(ctx: Context) -> None:

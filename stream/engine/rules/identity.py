@@ -14,7 +14,7 @@ from stream.engine.context import Context
 from stream.engine.entry import Entry
 from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.rules.keys import key_slot
-from stream.engine.rules.tree import E_FP, E_SRC
+from stream.engine.stored import E_FP, E_SRC, VERSION
 from stream.engine.text import digest64
 
 REDELIVERY: Final[DropRule] = DropRule(
@@ -53,7 +53,7 @@ def redelivery(ctx: Context, record: list | None) -> Drop | None:
     if record[E_FP] == ctx.entry.fingerprint or record[E_FP] == legacy_fingerprint(ctx.entry):
         return Drop(REDELIVERY, ctx.entry.id)
     # A conflicting version is kept, so a copy of it is a redelivery too: remember each version.
-    version_key = f"v:{ctx.entry.id}\x00{ctx.entry.fingerprint:x}"
+    version_key = f"{VERSION}{ctx.entry.id}\x00{ctx.entry.fingerprint:x}"
     version = ctx.recall(version_key)
     if version is not None and version[1] != ctx.source_hash:
         return Drop(REDELIVERY, ctx.entry.id)

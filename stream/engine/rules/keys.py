@@ -19,6 +19,7 @@ from stream.engine.context import Context
 from stream.engine.entry import Entry, positional_scope
 from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.state import USER
+from stream.engine.stored import ASSISTANT_KEY, KEY, OPENER, POSITIONAL_KEY, TOOL_RESULT_KEY
 
 IDEMPOTENT_REPLAY: Final[DropRule] = DropRule(
     kinds.IDEMPOTENT_REPLAY,
@@ -42,9 +43,9 @@ CODEX_PROMPT_MIRROR: Final[DropRule] = DropRule(
 
 # Where a key's first message is remembered. OpenClaw looks a key up per role: an assistant
 # row among assistants (`scan-assistant`, written `preserve-owner`), so a run's reply may carry
-# its user turn's key while the user row stays the key's owner (#154253). Users keep "k:", the
+# its user turn's key while the user row stays the key's owner (#154253). Users keep `KEY`, the
 # slot stored states already hold.
-_KEY_SLOTS: Final = {"assistant": "ka:", "toolResult": "kt:"}
+_KEY_SLOTS: Final = {"assistant": ASSISTANT_KEY, "toolResult": TOOL_RESULT_KEY}
 
 # OpenClaw's Codex transcript mirror keys a message `codex-app-server:<threadId>:<identity>`,
 # the run's prompt with the identity `<turnId>:prompt` (`attachCodexMirrorIdentity`). Its
@@ -52,13 +53,12 @@ _KEY_SLOTS: Final = {"assistant": "ka:", "toolResult": "kt:"}
 # `__openclaw` is written again (#141233).
 _CODEX_SCOPE: Final = "codex-app-server:"
 _PROMPT: Final = ":prompt"
-# The keyed user message that opened the current turn: "o:" -> [seq, content fingerprint,
-# entry id, whether its key is a Codex prompt key]; current while its seq is the turn's.
-_OPENER: Final = "o:"
+# The keyed user message that opened the current turn (stored.OPENER) is current while its seq
+# is the turn's.
 
 
 def key_slot(role: str | None, key: str) -> str:
-    return _KEY_SLOTS.get(role or "", "k:") + key
+    return _KEY_SLOTS.get(role or "", KEY) + key
 
 
 def _is_codex_prompt(key: str) -> bool:
@@ -101,7 +101,7 @@ class KeyUse:
             ctx.remember(self.identity, [entry.id])
         ctx.remember(self.slot, [self.fingerprint, entry.id])
         if entry.role == "user":
-            ctx.remember(_OPENER, [self.fingerprint, entry.id, _is_codex_prompt(self.key)])
+            ctx.remember(OPENER, [self.fingerprint, entry.id, _is_codex_prompt(self.key)])
 
 
 def find(ctx: Context) -> Drop | None:
@@ -126,7 +126,7 @@ def idempotent_replay(ctx: Context) -> Drop | KeyUse | None:
     if positional is not None:
         _note_positional_keys(ctx, key)
         scope, role = positional
-        identity = f"i:{scope}\x00{role}\x00{fingerprint:x}"
+        identity = f"{POSITIONAL_KEY}{scope}\x00{role}\x00{fingerprint:x}"
         seen = ctx.recall(identity)
         if seen is not None and seen[1] != entry.id:
             return _replay_of(entry, seen[1])
@@ -174,7 +174,7 @@ def codex_prompt_mirror(ctx: Context, key_use: KeyUse) -> Drop | None:
     state = ctx.state
     if ctx.entry.role != "user" or state.last_role != USER:
         return None
-    opener = ctx.recall(_OPENER)
+    opener = ctx.recall(OPENER)
     if (
         opener is None
         or opener[0] != state.turn_seq

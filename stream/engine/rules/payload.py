@@ -28,7 +28,8 @@ from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry, payload_of, record_key
 from stream.engine.rules.drops import Drop, DropRule
-from stream.engine.rules.tree import E_FP, E_RULE, chain_original
+from stream.engine.rules.tree import chain_original
+from stream.engine.stored import E_FP, E_RULE, PAYLOAD
 
 REWRITE_COPY: Final[DropRule] = DropRule(
     kinds.REWRITE_COPY,
@@ -85,7 +86,7 @@ def persisted_copy(ctx: Context) -> Drop | None:
     entry = ctx.entry
     if not _indexed(entry):
         return None
-    seen = ctx.recall(f"p:{entry.payload_digest:x}")
+    seen = ctx.recall(f"{PAYLOAD}{entry.payload_digest:x}")
     if seen is None or seen[1] == entry.id or seen[2] != _boundary(entry):
         return None
     return Drop(PERSISTED_COPY, seen[1])
@@ -95,7 +96,7 @@ def index_kept(ctx: Context) -> None:
     """A kept user message or compaction: what a copy of it would be compared with."""
     entry = ctx.entry
     if _indexed(entry):
-        ctx.remember(f"p:{entry.payload_digest:x}", [entry.id, _boundary(entry)])
+        ctx.remember(f"{PAYLOAD}{entry.payload_digest:x}", [entry.id, _boundary(entry)])
 
 
 def find(ctx: Context) -> Drop | None:

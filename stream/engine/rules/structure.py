@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from stream.engine import kinds
 from stream.engine.context import Context
-from stream.engine.rules.tree import E_CHILD
+from stream.engine.stored import E_CHILD, TOOL_CALL
 
 
 def dangling_parent(ctx: Context, parent: list | None) -> None:
@@ -40,7 +40,7 @@ def _answers_parent_call(ctx: Context, parent_id: str | None) -> bool:
     call_id = ctx.entry.tool_call_id
     if call_id is None:
         return False
-    call = ctx.recall("t:" + call_id)
+    call = ctx.recall(TOOL_CALL + call_id)
     return call is not None and call[1] == parent_id
 
 
@@ -50,7 +50,7 @@ def tool_calls(ctx: Context) -> None:
     call_id = entry.tool_call_id
     if call_id is not None:
         state.pending_calls = [call for call in state.pending_calls if call[0] != call_id]
-        if ctx.recall("t:" + call_id) is None and ctx.sure_of_history:
+        if ctx.recall(TOOL_CALL + call_id) is None and ctx.sure_of_history:
             ctx.alert(
                 kinds.UNKNOWN_TOOL_RESULT,
                 f"tool result {entry.id} answers call {call_id}, never made in this session",
@@ -73,8 +73,8 @@ def tool_calls(ctx: Context) -> None:
             # (a tool call id the provider names once identifies the reply: rules/identities)
             if ctx.indexes_identities:
                 digest, stamp = entry.message_token
-                ctx.remember("t:" + new_call, [entry.id, digest, stamp])
+                ctx.remember(TOOL_CALL + new_call, [entry.id, digest, stamp])
             else:
-                ctx.remember("t:" + new_call, [entry.id])
+                ctx.remember(TOOL_CALL + new_call, [entry.id])
             if len(state.pending_calls) < ctx.limits.max_pending_calls:
                 state.pending_calls.append([new_call, entry.id])
