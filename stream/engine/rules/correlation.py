@@ -180,3 +180,23 @@ def find(ctx: Context) -> Drop | None:
 
 
 RULES: Final[tuple[DropRule, ...]] = (SILENT_TURN_REPLAY, DELIVERY_MIRROR_DUPLICATE)
+
+
+# What a mirror that records no send of its own is compared with (format 4): whether a reply of
+# the turn sent a message through OpenClaw's `message` tool, the latest message a person sent,
+# and whether a reply answered it.
+
+
+def open_turn(ctx: Context) -> None:
+    state = ctx.state
+    state.turn_sent = False
+    if ctx.indexes_identities and ctx.entry.from_person:
+        state.person_seq, state.person_answered = state.seq, False
+
+
+def note_reply(ctx: Context) -> None:
+    if not ctx.indexes_identities:
+        return
+    state, entry = ctx.state, ctx.entry
+    state.turn_sent = state.turn_sent or entry.calls_message_tool
+    state.person_answered = state.person_answered or bool(entry.reply_text_hash)

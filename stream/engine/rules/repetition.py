@@ -19,7 +19,7 @@ from stream.engine.context import Context
 from stream.engine.entry import Entry
 from stream.engine.rules.drops import Drop, DropRule, text_evidence
 from stream.engine.rules.tree import answers_turn_opener, kept_ancestor
-from stream.engine.state import ASSISTANT
+from stream.engine.state import ASSISTANT, SessionState
 from stream.engine.text import digest64
 
 CLI_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
@@ -204,3 +204,45 @@ RULES: Final[tuple[DropRule, ...]] = (
     CLEANED_CHILD_DUPLICATE,
     MISTAGGED_ECHO,
 )
+
+
+# The turn state these rules read is theirs: the CLI flags of the last message and the latest
+# reply, the join of the turn's replies (`cli_aggregate_duplicate`), and the previous reply
+# (`cleaned_child_duplicate`, `mistagged_echo`).
+
+
+def open_turn(state: SessionState) -> None:
+    state.prev_id = None
+    state.prev_text_hash = 0
+    state.prev_model_hash = 0
+    state.prev_thinking = False
+    state.prev_usage_hash = 0
+    state.prev_plain = False
+    state.parts_crc = 0
+    state.parts_length = 0
+    state.parts_count = 0
+    state.latest_cli = False
+
+
+def note_message(state: SessionState, entry: Entry, is_assistant: bool) -> None:
+    """A kept message, the newest of its turn."""
+    state.last_cli = is_assistant and entry.api == "cli"
+    if not is_assistant:
+        return
+    if entry.text_hash:
+        state.latest_cli = state.last_cli
+        if not (entry.is_mirror or state.last_cli) and state.parts_length >= 0:
+            state.parts_crc, state.parts_length = entry.extend_crc(
+                state.parts_crc, state.parts_length
+            )
+            state.parts_count += 1
+    state.prev_id = entry.id
+    state.prev_text_hash = entry.text_hash
+    # The model and usage of a reply are compared only with what follows a reply that thought
+    # (`cleaned_child_duplicate` and `mistagged_echo` read them after `prev_thinking`): hashing
+    # them for every reply cost more than the turn's other fields together.
+    thought = entry.has_thinking
+    state.prev_thinking = thought
+    state.prev_model_hash = model_hash(entry) if thought else 0
+    state.prev_usage_hash = entry.usage_hash if thought else 0
+    state.prev_plain = entry.is_text_only and not entry.is_mirror

@@ -10,7 +10,13 @@ from typing import Final
 from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry
-from stream.engine.state import FAIL_ASSISTANT, FAIL_MERGED, FAIL_NONE, FAIL_PROMPT
+from stream.engine.state import (
+    FAIL_ASSISTANT,
+    FAIL_MERGED,
+    FAIL_NONE,
+    FAIL_PROMPT,
+    SessionState,
+)
 from stream.engine.text import repetition, text_hash
 
 STORM_WINDOW: Final = 10
@@ -165,3 +171,36 @@ def error_loop(ctx: Context) -> None:
             f"{state.error_count} replies in a row failed with the same error",
             evidence={"count": state.error_count, "error_hash": f"{message_hash:016x}"},
         )
+
+
+# `retried_prompt` keeps the user message that opened the turn until a reply that is not an
+# empty failure; `consecutive_assistant` the turn's latest model reply.
+
+
+def open_turn(state: SessionState, entry: Entry) -> None:
+    state.reply_id = None
+    text = entry.exact_text_hash
+    if text:
+        state.retry_hash, state.retry_id, state.retry_failed = text, entry.id, False
+    else:
+        _forget_retry(state)
+
+
+def note_reply(state: SessionState, entry: Entry) -> bool:
+    """A kept model reply; True for an empty failure, which keeps the turn's prompt open for a
+    retry (and a heartbeat turn as it was)."""
+    if entry.is_error and not entry.text_hash and not entry.has_tool_calls:
+        state.retry_failed = bool(state.retry_hash)
+        return True
+    if state.retry_hash:
+        _forget_retry(state)
+    return False
+
+
+def note_tool_result(state: SessionState) -> None:
+    if state.retry_hash:
+        _forget_retry(state)
+
+
+def _forget_retry(state: SessionState) -> None:
+    state.retry_hash, state.retry_id, state.retry_failed = 0, None, False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from stream.engine import kinds
 from stream.engine.context import Context
+from stream.engine.state import SessionState
 from stream.engine.stored import E_CHILD, TOOL_CALL
 
 
@@ -78,3 +79,8 @@ def tool_calls(ctx: Context) -> None:
                 ctx.remember(TOOL_CALL + new_call, [entry.id])
             if len(state.pending_calls) < ctx.limits.max_pending_calls:
                 state.pending_calls.append([new_call, entry.id])
+
+
+def open_turn(state: SessionState) -> None:
+    """A user message ended the turn: `tool_calls` reported its open calls."""
+    state.pending_calls = []
