@@ -51,6 +51,8 @@ class Config:
     profile_entries: int = 20_000
     # seconds of steady load per source in the source latency section (0: skipped)
     latency_seconds: float = 60.0
+    # seconds of steady load per processing guarantee in the guarantees section (Kafka only)
+    guarantee_seconds: float = 20.0
     quick: bool = False
     # sections to run (SECTIONS); empty: every one
     sections: tuple[str, ...] = ()
@@ -60,7 +62,7 @@ class Config:
 
 
 # what --sections may name: the in-process ones, then those run on each broker
-SECTIONS = ("core", "e2e", "workers", "recovery", "latency", "profile")
+SECTIONS = ("core", "e2e", "guarantees", "workers", "recovery", "latency", "profile")
 
 
 QUICK = Config(entries=5_000, repeats=2, scaling_sessions=50, scaling_length=20,
@@ -215,13 +217,14 @@ def run_brokers(config: Config, results: dict, workdir: Path, log=print) -> None
             asyncio.run(produce(broker.bootstrap, input_topic, records))
             produce_s = time.perf_counter() - t0
             log(f"  produced {len(records):,} entries in {produce_s:.1f}s")
+            here = [c for c in contenders if kind == "kafka" or not c.kafka_only]
             # without the e2e section, the worker's run warms Kafka's JVM for the others
             warmup = e2e.warm_up(broker, records[: config.warmup_entries],
-                                 contenders=contenders if config.wants("e2e") else [e2e.WORKER],
+                                 contenders=here if config.wants("e2e") else [e2e.WORKER],
                                  workdir=workdir, log=log)
             if config.wants("e2e"):
                 section = e2e.run_rounds(broker, input_topic, total=len(records),
-                                         contenders=contenders, rounds=config.rounds,
+                                         contenders=here, rounds=config.rounds,
                                          workdir=workdir, log=log)
                 section["produce_entries_per_s"] = len(records) / produce_s
                 section["warmup"] = warmup
@@ -247,7 +250,7 @@ def _contenders(config: Config) -> tuple[list, str | None, str, str | None]:
         quix, quix_note = None, "skipped (--quick or --no-quix)"
     else:
         quix, quix_note = quix_python(config.quix == "install")
-    contenders = [e2e.WORKER, e2e.RAW, e2e.NAIVE_FAUST]
+    contenders = [e2e.WORKER, e2e.WORKER_EOS, e2e.RAW, e2e.NAIVE_FAUST]
     build = None
     if quix:
         contenders += [e2e.quix_contender(quix), e2e.quix_engine_contender(quix),
@@ -260,14 +263,19 @@ def _contenders(config: Config) -> tuple[list, str | None, str, str | None]:
 
 def _after_e2e(config: Config, kind: str, broker, results: dict, *, input_topic: str,
                total: int, workdir: Path, log) -> None:
-    """The sections after e2e on one broker: source latency, workers, recovery, profile.
+    """The sections after e2e on one broker: the guarantees' latency (Kafka), source latency,
+    workers, recovery, profile.
 
-    The latency goes first: run after the two workers and the restart's million sessions on
-    the same broker, its p99 was more than twice what it was alone (docs/performance.md)."""
-    from bench import scaling_workers
+    The latencies go first: run after the two workers and the restart's million sessions on
+    the same broker, the source's p99 was more than twice what it was alone
+    (docs/performance.md)."""
+    from bench import guarantee_latency, scaling_workers
     from bench.profiling import normalize, worker_profile
     from bench.recovery import recovery
 
+    if config.wants("guarantees") and kind == "kafka" and config.guarantee_seconds:
+        results["guarantees"] = guarantee_latency.run(broker, config.guarantee_seconds, workdir,
+                                                      log)
     if config.wants("latency"):
         _source_latency(config, kind, broker, results, workdir=workdir, log=log)
     if config.wants("workers"):
@@ -315,8 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-quix", action="store_true",
                         help="leave out the peers of the Quix venv (and never create it)")
     parser.add_argument("--contenders", type=lambda text: tuple(text.split(",")),
-                        help="e2e contenders to run, comma-separated (worker, raw_aiokafka, "
-                             "naive_faust, quix, quix_engine, raw_confluent; default all)")
+                        help="e2e contenders to run, comma-separated (worker, worker_eos, "
+                             "raw_aiokafka, naive_faust, quix, quix_engine, raw_confluent; "
+                             "default all)")
+    parser.add_argument("--guarantee-seconds", type=float,
+                        help="steady load per processing guarantee in the guarantees section "
+                             "(Kafka only; 0: skip)")
     parser.add_argument("--sections", type=lambda text: tuple(text.split(",")),
                         help=f"only these sections, comma-separated, of: {','.join(SECTIONS)}")
     return parser
@@ -342,6 +354,8 @@ def config_from(args: argparse.Namespace) -> Config:
         changes["profile"] = False
     if args.latency_seconds is not None:
         changes["latency_seconds"] = args.latency_seconds
+    if args.guarantee_seconds is not None:
+        changes["guarantee_seconds"] = args.guarantee_seconds
     if args.no_quix:
         changes["quix"] = "skip"
     if args.contenders:
@@ -388,6 +402,7 @@ def run(config: Config, out: Path, command: str = "python -m bench", log=None) -
         results["recovery"] = {"skipped": "--skip-e2e"}
         results["workers"] = {"skipped": "--skip-e2e"}
         results["source_latency"] = {"skipped": "--skip-e2e"}
+        results["guarantees"] = {"skipped": "--skip-e2e"}
     results["targets"] = targets(results)
     results["meta"]["seconds_total"] = time.perf_counter() - started
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,7 @@ from bench.procs import (
     peer_env,
     python_env,
     read_outputs,
+    worker_batch_metrics,
     worker_command,
     worker_settings,
 )
@@ -56,14 +57,20 @@ class Contender:
     name: str
     describe: str
     make: Callable[[RunningBroker, str, str, Path], Launch]
+    kafka_only: bool = False  # it needs transactions, which Tansu does not grant
 
 
-def _worker(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
-    settings = worker_settings(broker.url, tag, input_topic, workdir,
-                               session_timeout=float(E2E_SESSION_TIMEOUT_S))
-    child = Child("worker", worker_command(), workdir / f"{tag}.log", settings.environment())
-    return Launch(child, settings.app_id, list(settings.output_topics), settings.web_port,
-                  settings.clean_topic)
+def _worker(guarantee: str) -> Callable[[RunningBroker, str, str, Path], Launch]:
+    def make(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
+        settings = worker_settings(broker.url, tag, input_topic, workdir,
+                                   session_timeout=float(E2E_SESSION_TIMEOUT_S),
+                                   processing_guarantee=guarantee)
+        child = Child("worker", worker_command(), workdir / f"{tag}.log",
+                      settings.environment())
+        return Launch(child, settings.app_id, list(settings.output_topics), settings.web_port,
+                      settings.clean_topic)
+
+    return make
 
 
 def _raw(broker: RunningBroker, input_topic: str, tag: str, workdir: Path) -> Launch:
@@ -130,7 +137,11 @@ def raw_confluent_contender(python: str) -> Contender:
                              "no processing")
 
 
-WORKER = Contender("worker", "session-stream worker (engine, tables, batches)", _worker)
+# At least once, as every peer below runs: the figures before exactly once compare with these.
+WORKER = Contender("worker", "session-stream worker (engine, tables, batches), at least once",
+                   _worker("at_least_once"))
+WORKER_EOS = Contender("worker_eos", "the same worker exactly once: a transaction per input "
+                       "partition a batch", _worker("exactly_once_v2"), kafka_only=True)
 RAW = Contender("raw_aiokafka", "raw aiokafka getmany -> produce -> commit, no processing", _raw)
 NAIVE_FAUST = Contender("naive_faust", "plain Faust agent, Table update per entry", _faust)
 
@@ -140,6 +151,7 @@ class Progress:
     done_at: float | None = None
     error: str | None = None
     stats: dict | None = None
+    batches: dict = field(default_factory=dict)  # the worker's means per batch (/metrics)
     # (wall time, CPU seconds) of the contender and of the broker, to charge each with the CPU
     # it used between the first and the last output record.
     own_cpu: list[tuple[float, float]] = field(default_factory=list)
@@ -172,6 +184,7 @@ def _wait_done(launch: Launch, broker: RunningBroker, input_topic: str, total: i
             progress.error = None
             if launch.stats_port is not None:
                 progress.stats = http_json(launch.stats_port, "/stats")
+                progress.batches = worker_batch_metrics(launch.stats_port)
             return progress
         time.sleep(POLL_S)
     progress.error = f"not done after {timeout:.0f}s: {child.log_tail(10)}"
@@ -200,6 +213,7 @@ def run_one(contender: Contender, broker: RunningBroker, input_topic: str, *, to
         result["error"] = progress.error[-1500:]
     if progress.stats is not None:
         result["worker_entries_in"] = progress.stats.get("entries_in")
+        result.update(progress.batches)
     if outputs.records >= 2 and outputs.last_ms > outputs.first_ms:
         span = (outputs.last_ms - outputs.first_ms) / 1000
         ordered = sorted(outputs.timestamps)
@@ -266,7 +280,8 @@ def run_rounds(broker: RunningBroker, input_topic: str, *, total: int,
     for contender in contenders:
         rates = [r["entries_per_s"] for r in runs[contender.name] if r.get("entries_per_s")]
         cpu = {key: [r[key] for r in runs[contender.name] if r.get(key) is not None]
-               for key in ("contender_cpu_us_per_entry", "broker_cpu_us_per_entry")}
+               for key in ("contender_cpu_us_per_entry", "broker_cpu_us_per_entry",
+                           "delivery_ms_per_batch", "commit_wait_ms_per_batch", "batch_ms")}
         summary[contender.name] = {
             "describe": contender.describe,
             "entries_per_s": statistics.median(rates) if rates else None,
@@ -282,6 +297,8 @@ def run_rounds(broker: RunningBroker, input_topic: str, *, total: int,
     raw, confluent = (summary.get(name, {}).get("entries_per_s")
                       for name in ("raw_aiokafka", "raw_confluent"))
     ratios["raw_confluent_over_raw_aiokafka"] = confluent / raw if raw and confluent else None
+    eos = summary.get("worker_eos", {}).get("entries_per_s")
+    ratios["worker_eos_over_worker"] = eos / worker if worker and eos else None
     return {"contenders": summary, "ratios": ratios, "rounds": rounds,
             "same_work": _same_work(runs)}
 

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -117,6 +118,32 @@ def worker_settings(broker_url: str, tag: str, input_topic: str, workdir: Path,
 
 def worker_command(python: str = sys.executable) -> list[str]:
     return [python, "-m", "stream.cli", "worker"]
+
+
+# the sums and counts of the worker's histograms in its /metrics text
+_HISTOGRAM_SAMPLE = re.compile(rb"^(session_stream_\w+_seconds)_(sum|count) ([0-9.e+-]+)$",
+                               re.MULTILINE)
+
+
+def worker_batch_metrics(port: int) -> dict:
+    """Means per batch from a worker's histograms: what its delivery took (exactly once, its
+    transactions), how long its lane waited for the batch before, the whole batch."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+            text = reply.read()
+    except OSError:
+        return {}
+    values = {(name, kind): float(value)
+              for name, kind, value in _HISTOGRAM_SAMPLE.findall(text)}
+    out: dict = {}
+    for name, key in ((b"session_stream_delivery_seconds", "delivery_ms_per_batch"),
+                      (b"session_stream_commit_wait_seconds", "commit_wait_ms_per_batch"),
+                      (b"session_stream_batch_seconds", "batch_ms")):
+        count = values.get((name, b"count"))
+        if count:
+            out[key] = 1000 * values[(name, b"sum")] / count
+            out.setdefault("batches", int(count))
+    return out
 
 
 def http_json(port: int, path: str, timeout: float = 1.0) -> dict | None:

@@ -64,7 +64,8 @@ async def _time_restart(broker: RunningBroker, child: Child, *, port: int, clean
     child.start()
     started = child.started_at
     (p,) = await produce(broker.bootstrap, input_topic, [(probe_key, probe.next())])
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                                isolation_level="read_committed")
     await consumer.start()
     stats_at = output_at = None
     try:

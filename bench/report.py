@@ -1,5 +1,5 @@
-"""The performance targets (issues #4 and #27, docs/performance.md), judged against a results
-dict, and the table printed after a run."""
+"""The performance targets (issues #4, #27 and #39, docs/performance.md), judged against a
+results dict, and the table printed after a run."""
 
 from __future__ import annotations
 
@@ -72,6 +72,9 @@ def targets(results: dict) -> list[dict]:
         add(f"{broker}: raw confluent-kafka / raw aiokafka (the librdkafka ceiling)",
             _get(e2e, "ratios", "raw_confluent_over_raw_aiokafka"), ">=", 1.0,
             unavailable or "a ceiling", judged=False)
+        if "worker_eos" in e2e.get("contenders", {}):
+            add(f"{broker}: worker exactly once / at least once (entries/s)",
+                _get(e2e, "ratios", "worker_eos_over_worker"), ">=", 0.8, _pipelining_note(e2e))
     for broker, workers in (results.get("workers") or {}).items():
         if isinstance(workers, dict) and "ratio_2_over_1" in workers:
             add(f"{broker}: 2 workers in one group / 1 worker (entries/s)",
@@ -92,6 +95,16 @@ def targets(results: dict) -> list[dict]:
                 rec.get("seconds_to_first_output"), "<=", 10.0,
                 "" if rec["sessions"] >= 1_000_000 else "fewer sessions than the target's 1M")
     return rows
+
+
+def _pipelining_note(e2e: dict) -> str:
+    """What a batch's delivery took and how long the lane waited for it, in each guarantee."""
+    parts = []
+    for name in ("worker", "worker_eos"):
+        c = e2e["contenders"].get(name) or {}
+        parts.append(f"{name}: delivery {_num(c.get('delivery_ms_per_batch'), 1)} ms a batch, "
+                     f"the lane waited {_num(c.get('commit_wait_ms_per_batch'), 1)} ms")
+    return "; ".join(parts)
 
 
 def _workers_note(workers: dict) -> str:
@@ -124,6 +137,22 @@ def _workers_lines(by_broker: dict, out: Callable[[str], None]) -> None:
         out(f"ratio         2 workers / 1 worker {_num(workers.get('ratio_2_over_1'))} "
             f"(whole span {_num(workers.get('ratio_2_over_1_whole_span'))}; at most "
             f"{_num(_get(workers, 'workers_2', 'split_bound'))} with the partitions' split)")
+
+
+def _guarantee_lines(guarantees: dict, out: Callable[[str], None]) -> None:
+    if "exactly_once_v2" not in guarantees:
+        return
+    out(f"== clean topic latency by guarantee: kafka, "
+        f"{_num(guarantees.get('rate_entries_per_s'), 0)} entries/s for "
+        f"{_num(guarantees.get('seconds'), 0)} s ==")
+    for name in ("at_least_once", "exactly_once_v2"):
+        run = guarantees.get(name) or {}
+        out(f"{name:16s} p50 {_num(run.get('p50_ms'), 0)} ms  p99 {_num(run.get('p99_ms'), 0)} "
+            f"ms  max {_num(run.get('max_ms'), 0)} ms  ({_num(run.get('arrived'))} of "
+            f"{_num(run.get('entries'))} entries timed); a batch: delivery "
+            f"{_num(run.get('delivery_ms_per_batch'), 1)} ms, the lane waited "
+            f"{_num(run.get('commit_wait_ms_per_batch'), 1)} ms, "
+            f"{_num(run.get('batches'))} batches")
 
 
 def _latency_lines(latency: dict, out: Callable[[str], None]) -> None:
@@ -251,6 +280,9 @@ def _broker_lines(results: dict, out: Callable[[str], None]) -> None:
         if e2e.get("quix_unavailable"):
             out(f"quix          unavailable: {e2e['quix_unavailable']}")
         r = e2e["ratios"]
+        if r.get("worker_eos_over_worker") is not None:
+            out(f"exactly once  worker exactly once / at least once "
+                f"{_num(r['worker_eos_over_worker'])}; {_pipelining_note(e2e)}")
         out(f"ratios        worker/naive Faust {_num(r.get('worker_over_naive_faust'))}, "
             f"worker/Quix {_num(r.get('worker_over_quix'))}, "
             f"worker/Quix+engine {_num(r.get('worker_over_quix_engine'))}, "
@@ -264,6 +296,7 @@ def _broker_lines(results: dict, out: Callable[[str], None]) -> None:
                 f"Quix+engine {counts['quix_engine']}"
                 + ("" if same["equal"] else "  NOT EQUAL")
                 + f"; Quix+engine ran the {e2e.get('quix_engine_build', '?')} engine")
+    _guarantee_lines(results.get("guarantees") or {}, out)
     _workers_lines(results.get("workers") or {}, out)
     _latency_lines(results.get("source_latency") or {}, out)
     for broker, rec in (results.get("recovery") or {}).items():

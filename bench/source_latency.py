@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer
@@ -51,17 +52,21 @@ IDLE_SECONDS = 10.0
 
 
 class Arrivals:
-    """Receives a topic on a thread of its own; when each entry id first arrived.
+    """Receives a topic on a thread of its own; when each entry first arrived, by what
+    `identify` says of its record (its entry id by default).
 
     Its fetches wait at most FETCH_MAX_WAIT_MS: Tansu holds a fetch for up to its max wait even
     while records come in (aiokafka's default of 500 ms put 130 ms on a median here), which
     would be the measuring consumer's delay, not the pipeline's.
     """
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str,
+                 identify: Callable[[Any], object] = lambda record: orjson.loads(
+                     record.value).get("id")) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
-        self.arrived: dict[str, int] = {}
+        self.identify = identify
+        self.arrived: dict[Any, int] = {}
         self._loop = asyncio.new_event_loop()
         self._task: asyncio.Task | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -80,12 +85,13 @@ class Arrivals:
             consumer = AIOKafkaConsumer(
                 self.topic, bootstrap_servers=self.bootstrap, group_id=None,
                 auto_offset_reset="earliest", fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+                isolation_level="read_committed",
             )
             await consumer.start()
             try:
                 async for record in consumer:
                     now = time.time_ns()
-                    self.arrived.setdefault(orjson.loads(record.value).get("id"), now)
+                    self.arrived.setdefault(self.identify(record), now)
             finally:
                 await consumer.stop()
 
@@ -206,14 +212,14 @@ def _result(commits_log: Path, clean: Arrivals, raw: Arrivals, idle: float | Non
     commits, _ = _commits(commits_log, custom)
     timed = {e: at for e, at in commits.items() if "-" in e.removeprefix("bench-")}
     latencies = _latencies(timed, clean.arrived)
-    result: dict = {"rows": len(timed), "arrived": len(latencies), **_summary(latencies)}
+    result: dict = {"rows": len(timed), "arrived": len(latencies), **latency_summary(latencies)}
     unannounced = {e: at for e, at in timed.items() if e in custom}
     result["no_event"] = {"rows": len(unannounced),
-                          **_summary(_latencies(unannounced, clean.arrived))}
+                          **latency_summary(_latencies(unannounced, clean.arrived))}
     if idle is not None:
         result["idle_cpu_share"] = idle
     # The same to the input topic: what the source takes, apart from the worker.
-    result["to_input_topic"] = _summary(_latencies(timed, raw.arrived))
+    result["to_input_topic"] = latency_summary(_latencies(timed, raw.arrived))
     if problem is not None:
         result["error"] = problem[-1500:]
     span = [at for at in timed.values()]
@@ -238,7 +244,7 @@ def _latencies(commits: dict[str, int], arrived: dict[str, int]) -> list[float]:
     return sorted((arrived[e] - at) / 1e6 for e, at in commits.items() if e in arrived)
 
 
-def _summary(latencies: list[float]) -> dict:
+def latency_summary(latencies: list[float]) -> dict:
     if len(latencies) < 100:
         return {}
     cuts = statistics.quantiles(latencies, n=100)

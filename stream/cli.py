@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from stream.commands import broker, dev, gateway, install, status, uninstall, up, verdicts
 from stream.commands import clean as offline
-from stream.commands import dev, gateway
 from stream.consumers import tail
 from stream.consumers.memory_writer import command as memory_writer
 from stream.engine.context import DEFAULT_MAX_IDS
@@ -88,6 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_module(commands, "produce", produce, "publish session files to the input topic")
     _add_module(commands, "tail", tail, "print the records of a topic readably")
     _add_module(commands, "dev", dev, "run broker, worker and example sessions locally")
+    _add_module(commands, "up", up,
+                "run the whole pipeline for one OpenClaw install: broker, worker, source, "
+                "memory writer")
+    _add_module(commands, "status", status,
+                "show what the pipeline of `up` does: processes, lag, records, last alerts")
+    _add_module(commands, "install", install,
+                "run `up` as a service at boot (a systemd user unit, a launchd agent)")
+    _add_module(commands, "uninstall", uninstall,
+                "stop and remove that service; the state folder stays")
+    _add_module(commands, "broker", broker, "run the broker of a state folder alone")
     _add_module(commands, "memory-writer", memory_writer,
                 "write one markdown memory file per session from the clean topic")
     _add_module(commands, "follow", follow, "publish lines appended to live session files")
@@ -95,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "publish new events of an agent's SQLite store")
     _add_module(commands, "gateway", gateway,
                 "publish transcripts as the OpenClaw Gateway's event bus announces them")
+    _add_module(commands, "verdicts", verdicts,
+                "answer the OpenClaw context engine which entries were dropped, on loopback")
     return parser
 
 

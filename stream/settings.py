@@ -54,6 +54,20 @@ _LOG_LEVELS = {"debug": "debug", "info": "info", "warn": "warning", "warning": "
                "error": "error", "critical": "critical"}
 
 
+# Kafka Streams' names. auto: exactly once where the broker grants a transactional producer at
+# start (Apache Kafka), at least once where it does not (Tansu), with a line that says why.
+PROCESSING_GUARANTEES = ("auto", "at_least_once", "exactly_once_v2")
+
+
+def processing_guarantee(text: str) -> str:
+    """One of PROCESSING_GUARANTEES, in any case."""
+    guarantee = text.strip().lower()
+    if guarantee not in PROCESSING_GUARANTEES:
+        raise argparse.ArgumentTypeError(
+            f"unknown processing guarantee {text!r}; use one of {', '.join(PROCESSING_GUARANTEES)}")
+    return guarantee
+
+
 def log_level(text: str) -> str:
     """A logging level by its usual names, in any case; `warn` is `warning`."""
     level = _LOG_LEVELS.get(text.strip().lower())
@@ -88,11 +102,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("web_host", "127.0.0.1", "bind address of the stats and metrics endpoints"),
     Option("web_port", 6066, "port of the stats and metrics endpoints", int),
     Option("startup_deadline", 60.0, "give up (exit 1) when no broker answers within this long "
-           "(seconds)", _seconds),
+           "(seconds; 0: never)", _seconds),
     Option("stall_timeout", 120.0, "exit (code 3, for a restart) when assigned partitions have "
            "unprocessed records but none was processed for this long (seconds; 0: never)",
            _seconds),
     Option("session_timeout", 10.0, "consumer group session timeout (seconds)", float),
+    Option("processing_guarantee", "auto", "at_least_once, exactly_once_v2 (outputs, state and "
+           "input offsets committed in one transaction per input partition; a broker without "
+           "transactions refuses it) or auto (exactly once where the broker grants a "
+           "transactional producer at start, else at least once)", processing_guarantee),
     Option("upgrade_from", "", "during a rolling upgrade from this release (0.1, 0.2, 0.3), "
            "write the state in the format it reads; unset once no worker of it runs "
            "(docs/upgrading.md)",
@@ -131,6 +149,7 @@ class Settings:
     startup_deadline: float
     stall_timeout: float
     session_timeout: float
+    processing_guarantee: str
     upgrade_from: str
     log_level: str
     security_protocol: str

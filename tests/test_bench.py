@@ -321,6 +321,44 @@ def test_the_goal_against_quix_with_this_engine_is_judged_only_on_the_same_work(
     assert "NOT the same work" in unequal["note"]
 
 
+def test_exactly_once_is_judged_against_at_least_once_with_what_a_batch_waited() -> None:
+    def worker(rate: float, delivery: float, wait: float) -> dict:
+        return {"entries_per_s": rate, "delivery_ms_per_batch": delivery,
+                "commit_wait_ms_per_batch": wait, "rounds": [], "describe": ""}
+
+    e2e = {"contenders": {"worker": worker(20_000.0, 30.0, 4.0),
+                          "worker_eos": worker(17_000.0, 45.0, 12.0)},
+           "ratios": {"worker_eos_over_worker": 0.85}}
+    (row,) = [row for row in targets({"e2e": {"kafka": e2e}}) if "exactly once" in row["target"]]
+    assert row["target"] == "kafka: worker exactly once / at least once (entries/s)"
+    assert row["met"] is True and row["limit"] == 0.8
+    assert "worker_eos: delivery 45.0 ms a batch, the lane waited 12.0 ms" in row["note"]
+    # on Tansu no exactly-once worker runs: no row
+    tansu = {"contenders": {"worker": worker(20_000.0, 30.0, 4.0)}, "ratios": {}}
+    assert not [row for row in targets({"e2e": {"tansu": tansu}})
+                if "exactly once" in row["target"]]
+
+
+def test_the_clean_topic_latency_of_each_guarantee_is_printed() -> None:
+    run = {"p50_ms": 60.0, "p99_ms": 140.0, "max_ms": 200.0, "arrived": 900, "entries": 1000,
+           "delivery_ms_per_batch": 8.0, "commit_wait_ms_per_batch": 2.0, "batches": 400}
+    guarantees = {"rate_entries_per_s": 1000.0, "seconds": 20.0, "at_least_once": run,
+                  "exactly_once_v2": {**run, "p99_ms": 180.0}}
+    printed = table({"guarantees": guarantees})
+    assert "clean topic latency by guarantee: kafka, 1,000 entries/s for 20 s" in printed
+    assert "exactly_once_v2  p50 60 ms  p99 180 ms" in printed
+    assert "at_least_once    p50 60 ms  p99 140 ms" in printed
+
+
+def test_the_exactly_once_worker_runs_on_kafka_only() -> None:
+    from bench import e2e
+
+    assert e2e.WORKER_EOS.kafka_only and not e2e.WORKER.kafka_only
+    assert cli.config_from(cli.build_parser().parse_args([])).guarantee_seconds > 0
+    args = cli.build_parser().parse_args(["--guarantee-seconds", "0"])
+    assert cli.config_from(args).guarantee_seconds == 0
+
+
 # Sections import their modules when they run, so a broken import shows only in a full run.
 # The peers of the Quix venv run there (the benchmark makes it); __main__ runs the benchmark.
 SECTION_MODULES = sorted(

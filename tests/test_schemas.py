@@ -612,6 +612,10 @@ SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
             reply("a2", "u2", TEXT, usage={**USAGE, "output": 81}),
         ],
     ),
+    "midway": (
+        {"session_seen_midway"},
+        [reply("a1", "u0", TEXT), user("u1", "a1")],
+    ),
     "malformed": (
         {"malformed_entry"},
         [
@@ -632,10 +636,15 @@ SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
 }
 
 
+# sessions seen from an entry after their header, as a worker meets them after a fresh broker
+WITHOUT_HEADER = {"midway"}
+
+
 def synthetic_lines(name: str) -> list[tuple[int, bytes]]:
     _, items = SYNTHETIC[name]
     encoded = [item if isinstance(item, bytes) else dump(item) for item in items]
-    return list(enumerate([dump(header(f"s-{name}")), *encoded], 1))
+    start = [] if name in WITHOUT_HEADER else [dump(header(f"s-{name}"))]
+    return list(enumerate([*start, *encoded], 1))
 
 
 @pytest.mark.parametrize("name", list(SYNTHETIC))

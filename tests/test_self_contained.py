@@ -13,7 +13,8 @@ from tests.support.data import CORPUS, DATA, FIXTURES
 ROOT = Path(__file__).resolve().parents[1]
 # What is not the project's own text: environments, caches and the data itself.
 SKIPPED_DIRS = {".git", ".venv", ".venv-quix", "__pycache__", ".pytest_cache", ".ruff_cache",
-                ".hypothesis", ".session-stream", "build", "dist", "data", "results"}
+                ".hypothesis", ".session-stream", "build", "dist", "data", "results",
+                "node_modules"}
 CODE_SUFFIXES = {".py", ".sh", ".toml", ".cfg", ".yml", ".yaml", ".json", ".ini"}
 CODE_NAMES = {"Makefile", "Dockerfile", "run"}
 # Folders beside the checkout this project's history once read, and absolute workplace paths.

@@ -41,7 +41,7 @@ appender.console.type = Console
 appender.console.name = console
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
+rootLogger.level = {level}
 rootLogger.appenderRef.console.ref = console
 """
 
@@ -113,9 +113,9 @@ def start_kafka(
         elif isinstance(tls, TlsFiles):
             files = tls
         tls_settings = _tls_properties(workdir / "tls", files) if files else {}
-        config = _write_config(workdir, port, controller_port,
+        config = write_config(workdir, port, controller_port,
                                {**tls_settings, **(properties or {})})
-        _format_storage(libs, config)
+        format_storage(libs, config)
         cmd = _server_command(libs, config)
         make = RunningBroker if files is None else functools.partial(TlsKafka, tls=files)
         return launch("kafka", cmd, port, workdir, ready_timeout=ready_timeout, make=make)
@@ -195,6 +195,11 @@ def _cache_root() -> Path:
     return Path(os.environ.get("SESSION_STREAM_CACHE", default))
 
 
+def kafka_assembled(version: str | None = None) -> bool:
+    """Whether the jars of `version` are there, or `kafka_libs` would assemble them first."""
+    return (_cache_root() / f"kafka-{version or kafka_version()}" / "libs" / ".complete").is_file()
+
+
 def _other_free_port(taken: int) -> int:
     # Two bind-to-0 probes in a row may hand out the same port.
     while (port := free_port()) == taken:
@@ -202,13 +207,14 @@ def _other_free_port(taken: int) -> int:
     return port
 
 
-def _write_config(
+def write_config(
     workdir: Path,
     port: int,
     controller_port: int,
     extra: Mapping[str, str],
+    log_level: str = "INFO",
 ) -> Path:
-    (workdir / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
+    (workdir / "log4j2.properties").write_text(_LOG4J2_PROPERTIES.format(level=log_level))
     config = workdir / "server.properties"
     config.write_text(server_properties(port, controller_port, workdir / "data", extra))
     return config
@@ -252,10 +258,10 @@ def _openssl(*args: str) -> str:
     return done.stdout
 
 
-def _format_storage(libs: Path, config: Path) -> None:
+def format_storage(libs: Path, config: Path) -> None:
     """Write the KRaft metadata a fresh log dir needs before the first start."""
     cmd = [
-        *_java_command(libs, config.parent),
+        *java_command(libs, config.parent),
         STORAGE_TOOL_MAIN, "format",
         "--cluster-id", _new_cluster_id(),
         "--config", str(config),
@@ -268,10 +274,10 @@ def _format_storage(libs: Path, config: Path) -> None:
 
 
 def _server_command(libs: Path, config: Path) -> list[str]:
-    return [*_java_command(libs, config.parent), *JVM_OPTIONS, SERVER_MAIN, str(config)]
+    return [*java_command(libs, config.parent), *JVM_OPTIONS, SERVER_MAIN, str(config)]
 
 
-def _java_command(libs: Path, workdir: Path) -> list[str]:
+def java_command(libs: Path, workdir: Path) -> list[str]:
     return [
         _java(),
         f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",

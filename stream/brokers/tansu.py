@@ -18,7 +18,8 @@ def start_tansu(port: int | None = None, ready_timeout: float = 30.0) -> Running
     port = port or free_port()
     cmd = tansu_command(port)
     with broker_workdir("tansu") as workdir:
-        return launch("tansu", cmd, port, workdir, ready_timeout=ready_timeout, env=_tansu_env())
+        return launch("tansu", cmd, port, workdir, ready_timeout=ready_timeout,
+                      env=tansu_environment())
 
 
 def tansu_command(port: int) -> list[str]:
@@ -32,5 +33,5 @@ def tansu_command(port: int) -> list[str]:
     ]  # fmt: skip
 
 
-def _tansu_env() -> dict[str, str]:
+def tansu_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in _INHERITED_SETTINGS}

@@ -1,2 +1,3 @@
-"""Commands that are neither a source nor a consumer: `clean` (the engine offline over files)
-and `dev` (the whole pipeline on this machine)."""
+"""The commands with a module of their own here: `clean` (the engine offline over files), `dev`
+(the whole pipeline on this machine), `gateway` (the Gateway source) and `verdicts` (the verdict
+service)."""

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import TextIO
 
+from stream.openclaw import PASSWORD_ENV, TOKEN_ENV
 from stream.settings import OPTIONS, Settings, positive_int
 from stream.sources.gateway.projection import ProjectedSource
 from stream.sources.gateway.protocol import Auth
@@ -27,8 +28,6 @@ from stream.sources.transcript_store import zstd_decompressor
 
 DEFAULT_URL = "ws://127.0.0.1:18789"
 DEFAULT_CHECKPOINT = ".session-stream/gateway.checkpoint.json"
-TOKEN_ENV = "OPENCLAW_GATEWAY_TOKEN"
-PASSWORD_ENV = "OPENCLAW_GATEWAY_PASSWORD"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         deadline.flag, dest=deadline.name, type=deadline.parse, default=None,
         help="give up (exit 1) when the gateway has not accepted a connection within this "
-        f"long (seconds) [env {deadline.env}, default {deadline.default}]",
+        f"long (seconds; 0: never) [env {deadline.env}, default {deadline.default}]",
     )
 
 

@@ -1,1 +1,2 @@
-"""Consumers of the worker's output topics: the reference memory writer and `tail`."""
+"""Consumers of the worker's output topics: the reference memory writer, `tail`, and the
+verdict service the OpenClaw context engine asks."""

@@ -1,4 +1,5 @@
-"""`session-stream tail`: print the records of one topic readably, one line each.
+"""`session-stream tail`: print the records of one topic readably, one line each, after the
+time of the record.
 
 Transcript text never reaches the terminal: entries show their type, id and role only, dead
 letters their reason and size. Alerts show their message, which the engine writes for operators.
@@ -15,6 +16,7 @@ import binascii
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
+from datetime import UTC, datetime
 from typing import TextIO
 
 import orjson
@@ -106,6 +108,13 @@ async def _seek_to_end(consumer: AIOKafkaConsumer, partitions: list[TopicPartiti
 def format_record(role: str, record: ConsumerRecord) -> str:
     """One line describing `record` of the topic with `role` (see ROLES)."""
     return _FORMATS[role](record)
+
+
+def record_time(record: ConsumerRecord) -> str:
+    """The record's Kafka timestamp in UTC (when the worker raised an alert): the time lives in
+    the record, not in the alert, whose bytes the same input always makes the same."""
+    moment = datetime.fromtimestamp(record.timestamp / 1000, UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _format_alert(record: ConsumerRecord) -> str:
@@ -215,7 +224,7 @@ async def tail(
     async with aclosing(records):
         printed = 0
         async for record in records:
-            print(format_record(role, record), file=out, flush=follow)
+            print(record_time(record), format_record(role, record), file=out, flush=follow)
             printed += 1
             if printed == limit:
                 return

@@ -81,9 +81,11 @@ class Engine:
                 state.start = START_HEADER
             if entry.id is None:
                 return Verdict(Action.KEPT, entry.raw)
-        elif state.start in (START_UNKNOWN, START_HEADER):
-            from_start = state.start == START_HEADER and entry.parent_id is None
-            state.start = START_SEEN if from_start else START_PARTIAL
+        elif state.start == START_UNKNOWN:
+            state.start = START_PARTIAL
+            structure.seen_midway(ctx)
+        elif state.start == START_HEADER:
+            state.start = START_SEEN if entry.parent_id is None else START_PARTIAL
         state.seq += 1
         record = identity.entry_record(ctx)
         drop = identity.redelivery(ctx, record)

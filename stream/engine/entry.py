@@ -10,6 +10,7 @@ from typing import Final
 import orjson
 import xxhash
 
+from stream.engine import inbound_text
 from stream.engine.stored import ENTRY
 from stream.engine.text import (
     SLICE_CHARS,
@@ -135,6 +136,7 @@ class Entry:
         "_tool_call_ids",
         "_usage_hash",
         "_visible_text",
+        "_words_digest",
         "api",
         "append_mode",
         "custom_type",
@@ -197,6 +199,7 @@ class Entry:
         self._reply_text_hash = -1
         self._usage_hash = -1
         self._message_digest = -1
+        self._words_digest = -1
         read = message if isinstance(message, dict) else None
         if read is not None:
             self._read_message(read)
@@ -523,6 +526,14 @@ class Entry:
     @property
     def content_fingerprint(self) -> int:
         return digest64(_canonical([self.role, self.field("content")]))
+
+    @property
+    def words_digest(self) -> int:
+        """A user message's words without OpenClaw's context blocks (`inbound_text`)."""
+        value = self._words_digest
+        if value < 0:
+            value = self._words_digest = inbound_text.words_digest(self.visible_text)
+        return value
 
     @property
     def message_digest(self) -> int:

@@ -26,8 +26,12 @@ from stream.engine.text import digest64, normalized_utf8
 
 _MESSAGE_ID_LINE: Final = re.compile(
     r"(?mi)^[ \t]*\[message_id:[ \t]*([^\]\r\n]*?)[ \t]*\][ \t]*\r?$")
-# a row holding several queued messages holds several ids: none of them is the row's
+# a row holding queued messages holds each one's id in a section of its own
 _QUEUED: Final = re.compile(r"^\s*\[Queued (?:announce )?messages while agent was busy\]")
+_QUEUED_SECTION: Final = re.compile(r"(?m)^---\r?\nQueued #\d+[^\r\n]*\r?\n")
+# OpenClaw's internal context serialized into a prompt (2026.8+): its text, not the person's
+_INTERNAL_CONTEXT: Final = re.compile(
+    r"<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>[\s\S]*?<<<END_OPENCLAW_INTERNAL_CONTEXT>>>")
 _CONVERSATION_INFO: Final = re.compile(
     r"(?m)^Conversation info(?: \(untrusted metadata\):|: \u27e6openclaw:ctx\u27e7)[ \t]*\r?\n"
     r"[ \t]*```json[ \t]*\r?\n([\s\S]*?)\r?\n[ \t]*```[ \t]*\r?$")
@@ -59,9 +63,27 @@ _STATS_1_30: Final = re.compile(
 _UNTRUSTED: Final = re.compile(
     r"<<<BEGIN_UNTRUSTED_CHILD_RESULT>>>[\s\S]*?<<<END_UNTRUSTED_CHILD_RESULT>>>"
     r"|<prompt-data>[\s\S]*?</prompt-data>")
+# A text longer than this is compared by its last _WORDS_KEPT characters (`words_digest`).
+_WORDS_READ: Final = 4096
+_WORDS_KEPT: Final = 1024
 # cheap looks before a pattern runs: most user messages hold none of these
 _INBOUND_HINTS: Final = ("[message_id:", "Conversation info")
 _ANNOUNCE_HINTS: Final = ("session_id: ", "[sessionId: ", "sessionKey ")
+
+
+def inbound_messages(text: str) -> list[tuple[str, int]]:
+    """The inbound messages the text renders, each (its channel id with what of its route the
+    text holds, a hash of its words): one, or each of the queued messages a wrapper holds; none
+    when one of them names no id (a wrapper is then no copy of anything)."""
+    if not any(hint in text for hint in _INBOUND_HINTS):
+        return []
+    if not _QUEUED.match(text):
+        found = inbound_id(text)
+        return [(found, words_hash(text))] if found is not None else []
+    sections = _QUEUED_SECTION.split(text)[1:]
+    messages = [(inbound_id(section), words_hash(section)) for section in sections]
+    return [(found, words) for found, words in messages if found is not None] \
+        if sections and all(found is not None for found, _ in messages) else []
 
 
 def inbound_id(text: str) -> str | None:
@@ -93,11 +115,35 @@ def _route(block: str) -> str | None:
     return "info\x00" + "\x00".join(str(facts.get(key) or "") for key in _ROUTE_KEYS)
 
 
-def words_hash(text: str) -> int:
-    """The person's words of an inbound: the text without OpenClaw's context blocks and
-    `[message_id:` lines, normalized."""
+def has_context(text: str) -> bool:
+    """The text may hold OpenClaw's context blocks or ids (a look before a pattern runs)."""
+    return "untrusted" in text or "\u27e6openclaw:ctx\u27e7" in text or "[message_id:" in text \
+        or "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>" in text
+
+
+def words_digest(text: str) -> int:
+    """The end of a message's words without OpenClaw's context blocks, byte for byte: what two
+    renderings of one message (the same millisecond) share. Context blocks come before the
+    words, so a long text's last characters are words; only they are read."""
+    if len(text) > _WORDS_READ:
+        text = text[-_WORDS_KEPT:]
+    if has_context(text):
+        text = _without_context(text)
+    data = text.strip()[-_WORDS_KEPT:].encode("utf-8", "surrogatepass")
+    return digest64(data) | 1 if data else 0
+
+
+def _without_context(text: str) -> str:
     words = _MESSAGE_ID_LINE.sub("", _CONTEXT_BLOCK.sub("", text))
-    data = normalized_utf8(words)
+    if "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>" in words:
+        words = _INTERNAL_CONTEXT.sub("", words)
+    return words
+
+
+def words_hash(text: str) -> int:
+    """The person's words of an inbound: the text without OpenClaw's context blocks, internal
+    context and `[message_id:` lines, normalized."""
+    data = normalized_utf8(_without_context(text))
     return digest64(data) | 1 if data else 0
 
 

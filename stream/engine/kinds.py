@@ -467,23 +467,29 @@ PERSISTED_COPY: Final = AlertKind(
     Action.DROPPED,
     PAYLOAD,
     description="a user message or compaction persisted again",
-    definition="a user message or a compaction whose payload was already kept in the session "
-               "(within the id window): a user message's payload holds the millisecond it was "
-               "received, so the same payload is the same message persisted again (a prompt "
-               "replayed after an idle-timeout abort, #95766, #128472; user turns re-appended "
-               "in a line after a compaction, #66443, #72511); a compaction's also needs the "
-               "same `firstKeptEntryId` (a clone, each below the previous one; a genuine "
-               "second compaction has another boundary or `tokensBefore`, #127436). The copy "
-               "stands in for its original, so what hangs below it (the rest of the line) is "
+    definition="a user message with the millisecond it was received and the words of one "
+               "already kept in the session (within the id window), or a compaction with its "
+               "payload: nobody sends two messages in one millisecond, so the same millisecond"
+               " and words are the same message persisted again (a prompt replayed after an "
+               "idle-timeout abort, #95766, #128472; user turns re-appended in a line after a "
+               "compaction, #66443, #72511; a prompt 2026.4.24 rendered a second time without "
+               "its sender block, #72012). The words are the text without OpenClaw's context "
+               "blocks, compared byte for byte (a text over 4,096 characters by its last "
+               "1,024: the context comes first); a user message without a numeric `timestamp` "
+               "is compared by its whole payload; a compaction's also needs the same "
+               "`firstKeptEntryId` (a clone, each below the previous one; a genuine second "
+               "compaction has another boundary or `tokensBefore`, #127436). The copy stands "
+               "in for its original, so what hangs below it (the rest of the line) is "
                "`rewrite_copy`'s. Replies are not compared this way: OpenClaw replays two "
                "identical adjacent replies as two model turns; a person typing the same words "
                "again has a new timestamp: kept",
-    alert="A user message or a compaction whose payload was already kept in the session (a "
-          "user message's `message` byte for byte with its numeric timestamp: a prompt "
-          "replayed after an idle-timeout abort, #95766, #128472, user turns re-appended after"
-          " a compaction, #66443, #72511; a compaction's fields and the same "
-          "`firstKeptEntryId`: a clone). `related_entry_id` is the original; what hangs below "
-          "the copy is re-parented to it.",
+    alert="A user message or a compaction already kept in the session (a user message's "
+          "numeric timestamp and words, without OpenClaw's context blocks, or its `message` "
+          "byte for byte without a numeric timestamp: a prompt replayed after an idle-timeout "
+          "abort, #95766, #128472, user turns re-appended after a compaction, #66443, #72511, "
+          "a prompt rendered again without its sender block, #72012; a compaction's fields and"
+          " the same `firstKeptEntryId`: a clone). `related_entry_id` is the original; what "
+          "hangs below the copy is re-parented to it.",
     evidence=(
         hex32(
             "payload",
@@ -899,6 +905,33 @@ UNKNOWN_TOOL_RESULT: Final = AlertKind(
     ),
 )
 
+SESSION_SEEN_MIDWAY: Final = AlertKind(
+    "session_seen_midway",
+    Severity.WARNING,
+    Action.KEPT,
+    STRUCTURE,
+    description="a session met mid-way, not from its header",
+    definition="the first entry seen of a session with no state is not its header: a worker "
+               "meeting the session mid-way (a fresh broker or worker state: the memory-only "
+               "broker after a restart), a session forgotten after `--session-ttl` idle, an "
+               "excerpt offline. A copy of any entry before it cannot be recognised, so the "
+               "session is named, once: an alert about the session (`entry_id` null, "
+               "`related_entry_id` the first entry seen); evidence: `first_entry_type`. A "
+               "session the TTL forgot is named too: its state is gone as after a fresh broker,"
+               " the engine cannot tell the two apart, and a copy of an entry from before the "
+               "forgetting (a rewrite appending old rows again, a mirror of an old reply) would"
+               " pass just the same. Not raised for a session started from its header, a later"
+               " entry of a session with state, or a record processed again (a replay)",
+    alert="The first entry the engine sees of a session with no state is not its header (a "
+          "fresh broker or worker state, a session forgotten after --session-ttl, an excerpt): "
+          "copies of its earlier entries cannot be recognised. About the session: `entry_id` is"
+          " null, `related_entry_id` the first entry seen; once per session start.",
+    evidence=(
+        text("first_entry_type", "The `type` of the first entry seen."),
+    ),
+    about=SESSION,
+)
+
 REPEATED_ANSWER: Final = AlertKind(
     "repeated_answer",
     Severity.WARNING,
@@ -979,6 +1012,7 @@ KINDS: Final[tuple[AlertKind, ...]] = (
     BRANCH_FORK,
     ORPHANED_TOOL_CALL,
     UNKNOWN_TOOL_RESULT,
+    SESSION_SEEN_MIDWAY,
     REPEATED_ANSWER,
     MALFORMED_ENTRY,
 )

@@ -49,7 +49,8 @@ OPENER: Final = "o:"
 # "r:" -> [entry id]: the session's first kept entry without a parent.
 ROOT: Final = "r:"
 # "p:<payload digest hex>" -> [entry id, `firstKeptEntryId` or ""]: a kept user message's or
-# compaction's payload.
+# compaction's payload; from format 4 on, a user message with a numeric `timestamp` is kept as
+# "p:<words digest xor timestamp, decimal>" (its millisecond and words, `persisted_copy`).
 PAYLOAD: Final = "p:"
 
 # -- format 4: the identity index --------------------------------------------------------------

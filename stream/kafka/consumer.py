@@ -1,7 +1,9 @@
 """The consumers of the project's own tools (tail, the memory writer, dev): how they are made,
 how they wait for a topic, and where a topic ends.
 
-The end is the high watermark a fetch response reports. ListOffsets(latest) alone is not
+They read committed records only: what a worker's transaction aborted (exactly once,
+stream.worker.exactly_once) is never read, and what it has not committed yet is read once it
+is. The end is the high watermark a fetch response reports. ListOffsets(latest) alone is not
 trusted for it: Tansu answers it with the newest batch's base offset + 1, short of the end.
 """
 
@@ -45,6 +47,7 @@ def make_consumer(settings: Settings, group: str | None = None, **options: Any) 
         **client_options(settings),
         group_id=group,
         enable_auto_commit=False,
+        isolation_level="read_committed",
         request_timeout_ms=REQUEST_TIMEOUT_MS,
         **options,
     )
@@ -68,13 +71,71 @@ async def topic_partitions(consumer: AIOKafkaConsumer, topics: list[str], *, wai
 
 
 async def caught_up(consumer: AIOKafkaConsumer, partitions: Iterable[TopicPartition]) -> bool:
-    """Every partition is read up to the high watermark of its latest fetch (False while a
-    partition has not been fetched yet)."""
+    """Every partition is read up to what its latest fetch said a committed reader can read:
+    the last stable offset, short of an open transaction's first record, else the high
+    watermark (False while a partition has not been fetched yet)."""
     for partition in partitions:
-        highwater = consumer.highwater(partition)
-        if highwater is None or await consumer.position(partition) < highwater:
+        end = consumer.last_stable_offset(partition)
+        if end is None:
+            end = consumer.highwater(partition)
+        if end is None or await consumer.position(partition) < end:
             return False
     return True
+
+
+async def record_ends(options: Mapping[str, Any],
+                      partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    """Where a committed reader of each partition finds no more records: the offset after its
+    last committed record (the partition's first offset when it has none).
+
+    That is the log end, but for a partition written in transactions: there a commit marker
+    takes the offset after a transaction's last record, and the records of an aborted one are
+    never read, so the last record lies short of the end. Looked for backwards from the end, a
+    window widened eightfold at a time."""
+    ends = await log_end_offsets(options, partitions)
+    looking = [tp for tp, end in ends.items() if end > 0]
+    if not looking:
+        return ends
+    consumer = AIOKafkaConsumer(**options, enable_auto_commit=False,
+                                isolation_level="read_committed")
+    await consumer.start()
+    try:
+        starts = await consumer.beginning_offsets(looking)
+        found: dict[TopicPartition, int] = {}
+        window = 1
+        consumer.assign(looking)
+        while looking:
+            for tp in looking:
+                consumer.seek(tp, max(starts[tp], ends[tp] - window))
+            last = await _last_records(consumer, looking, ends)
+            found.update({tp: offset + 1 for tp, offset in last.items()})
+            looking = [tp for tp in looking
+                       if tp not in found and ends[tp] - window > starts[tp]]
+            window *= 8
+        return {tp: found.get(tp, starts.get(tp, end)) for tp, end in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+async def _last_records(consumer: AIOKafkaConsumer, partitions: list[TopicPartition],
+                        ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """The offset of the last record each partition yields from its position up to its end
+    (or its last stable offset, short of an open transaction)."""
+    last: dict[TopicPartition, int] = {}
+    reading = set(partitions)
+    for _ in range(_END_FETCH_ROUNDS):
+        fetched = await consumer.getmany(*reading, timeout_ms=_END_FETCH_WAIT_MS)
+        for tp, records in fetched.items():
+            if records:
+                last[tp] = records[-1].offset
+        for tp in list(reading):
+            stable = consumer.last_stable_offset(tp)
+            end = ends[tp] if stable is None else min(stable, ends[tp])
+            if await consumer.position(tp) >= end:
+                reading.discard(tp)
+        if not reading:
+            break
+    return last
 
 
 async def log_end_offsets(options: Mapping[str, Any],

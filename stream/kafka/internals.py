@@ -1,8 +1,9 @@
 """Every place the project reaches into Faust's or aiokafka's private API, and why.
 
-The worker keeps Faust for its consumer group, table recovery and offset commits, and takes
-its input through a batch lane beside Faust's per-event path (stream.worker.lane); that, and
-two broker quirks, need some of the libraries' internals. Every reach is here and nowhere
+The worker keeps Faust for its consumer group, table recovery and (at least once) offset
+commits, and takes its input through a batch lane beside Faust's per-event path
+(stream.worker.lane); that, its transactions (stream.kafka.transactional) and two broker quirks
+need some of the libraries' internals. Every reach is here and nowhere
 else, and each is listed in `TOUCH_POINTS` with the version of the library it was read from
 and what to re-check when that version changes: `tests/kafka/test_internals.py` fails when
 the installed faust-streaming or aiokafka is not the version a touch point was written for
@@ -19,10 +20,11 @@ import logging
 from collections.abc import Iterable, Mapping, MutableMapping, MutableSet, Sequence
 from dataclasses import dataclass
 from functools import cache
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, cast
 
 if TYPE_CHECKING:
-    from aiokafka import AIOKafkaConsumer
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.consumer.group_coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,31 @@ TOUCH_POINTS: Final = (
                "the slow-processing checks still read when a stream last took a record there"),
     TouchPoint("memory Store .data (Table.data.data)", FAUST, "0.15.3",
                "a memory:// table is still a plain dict behind its store"),
+    TouchPoint("Consumer._commit (overridden by the lane)", FAUST, "0.15.3",
+               "every offset commit of Faust's consumer (its timer, a rebalance, a stop) still "
+               "goes through it, and a False result still leaves Faust's own bookkeeping "
+               "(_committed_offset) as after a commit: exactly once, the transactions commit "
+               "the offsets and Faust must not"),
+    TouchPoint("Recovery.revoke(tp)", FAUST, "0.15.3",
+               "it still forgets the partition's recovered offset, so the next assignment "
+               "restores the changelog partition from its start"),
+    TouchPoint("AIOKafkaConsumer._isolation_level (set before start)", AIOKAFKA, "0.14.0",
+               "start() still hands it to the fetcher it makes, as the string the constructor "
+               "takes"),
+    TouchPoint("AIOKafkaConsumer._coordinator.request_rejoin", AIOKAFKA, "0.14.0",
+               "the coordination routine still rejoins the group (revoking the assignment "
+               "first) once it is called, from the consumer's own event loop"),
+    TouchPoint("AIOKafkaProducer._txn_manager.sequence_number, _sequence_numbers (set back)",
+               AIOKAFKA, "0.14.0",
+               "a batch still takes its sequence numbers when it is drained and keeps them when "
+               "the broker refuses it, and after an abort the next transaction still goes on "
+               "from the broker's sequence (the producer's epoch unchanged: InitProducerId v0)"),
+    TouchPoint("AIOKafkaProducer._sender.sender_task, _txn_manager._transaction_waiter, "
+               "_message_accumulator._batches, _pending_batches, MessageBatch._drain_waiter",
+               AIOKAFKA, "0.14.0",
+               "a fenced producer's sender still ends with the error (and puts the transaction "
+               "manager in its fatal state), and the transaction waiter and the unsent batches' "
+               "drain waiters still hold that error"),
     TouchPoint("AIOKafkaConsumer.seek_to_committed (behaviour)", AIOKAFKA, "0.14.0",
                "it still seeks only partitions with a committed offset above 0, leaving a "
                "partition without one where its fetch position was (which is why the lane "
@@ -155,7 +182,27 @@ def mark_inbound(app: Any, tps: Iterable[Any], now: float) -> None:
         inbound[tp] = now
 
 
+async def request_rejoin(consumer: Any) -> None:
+    """Make the consumer rejoin its group: its assignment is revoked (once the batches in
+    delivery are committed) and a new one given."""
+    thread = consumer._thread
+    aiokafka_consumer = thread._ensure_consumer()
+
+    async def rejoin() -> None:
+        aiokafka_consumer._coordinator.request_rejoin()
+
+    await thread.call_thread(rejoin)
+
+
 # --- Faust's table recovery, as the lane's batch restore uses it -----------------------------
+
+
+def forget_recovered(app: Any, tps: Iterable[Any]) -> None:
+    """Changelog partitions whose table values were dropped: the next assignment restores each
+    from its start, not from where recovery last stood."""
+    recovery = app.tables.recovery
+    for tp in tps:
+        recovery.revoke(tp)
 
 
 def recovery_offsets(app: Any, tp: Any) -> MutableMapping[Any, int] | None:
@@ -201,9 +248,15 @@ def apply_changelog(app: Any, tp: Any, messages: Sequence[Any]) -> None:
 @cache
 def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
     """Faust's aiokafka transport, making a `consumer_class` (a subclass of Faust's aiokafka
-    Consumer) whose aiokafka consumer holds a fetch `fetch_max_wait_ms` at most, and whose
-    `take_fetch(records, active partitions)` sees every fetch before Faust's getmany loop
-    does. An app takes it through its public `transport` setter.
+    Consumer) whose aiokafka consumer reads committed records only and holds a fetch
+    `fetch_max_wait_ms` at most, whose `take_fetch(records, active partitions)` sees every
+    fetch before Faust's getmany loop does, and which commits no offset while its
+    `offsets_in_transactions()` says the transactions do. An app takes it through its public
+    `transport` setter.
+
+    Read committed: a changelog restored, or an input read, never yields what an aborted
+    transaction wrote (Faust reads committed only in its own exactly-once mode, whose
+    transaction manager must not run beside the worker's).
 
     Faust asks brokers to hold a fetch up to 1.5 s for new data, and aiokafka sends a broker
     no fetch while one is in flight: one partition at its end (an idle session, a small
@@ -216,6 +269,7 @@ def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
         def _create_worker_consumer(self, transport: Any) -> Any:
             consumer = super()._create_worker_consumer(transport)
             set_fetch_max_wait(consumer, fetch_max_wait_ms)
+            read_committed(consumer)
             return consumer
 
     class Consumer(consumer_class):  # type: ignore[valid-type, misc]
@@ -227,6 +281,11 @@ def lane_transport(consumer_class: type, fetch_max_wait_ms: int) -> type:
             if records:
                 self.take_fetch(records, active)
             return records, active
+
+        async def _commit(self, offsets: Any) -> bool:
+            if self.offsets_in_transactions():
+                return False
+            return bool(await super()._commit(offsets))
 
     class Transport(driver.Transport):
         pass
@@ -240,7 +299,52 @@ def set_fetch_max_wait(consumer: AIOKafkaConsumer, milliseconds: int) -> None:
     setattr(consumer, FETCH_MAX_WAIT_ATTRIBUTE, milliseconds)
 
 
+def read_committed(consumer: AIOKafkaConsumer) -> None:
+    """Before the consumer starts: its fetcher reads the isolation level when it is created."""
+    consumer._isolation_level = "read_committed"
+
+
 # --- aiokafka --------------------------------------------------------------------------------
+
+
+def sequences(producer: AIOKafkaProducer, tps: Iterable[Any]) -> dict[Any, int]:
+    """The sequence number the producer gives its next batch of each topic partition."""
+    manager = producer._txn_manager
+    return {tp: manager.sequence_number(tp) for tp in tps}
+
+
+def set_sequences(producer: AIOKafkaProducer, sequences: Mapping[Any, int]) -> None:
+    """Set the producer's next sequence numbers back to the broker's, after an aborted
+    transaction in which the broker refused a batch: the refused batch took its numbers, the
+    broker did not append it, and the next batch would be refused as out of order."""
+    numbers = producer._txn_manager._sequence_numbers
+    for tp, sequence in sequences.items():
+        numbers[tp] = sequence
+
+
+def transaction_failure(producer: AIOKafkaProducer) -> BaseException | None:
+    """What ended the producer's sender for good (a fence, an error no retry cures): its
+    transactions can do nothing more. None while it runs."""
+    task = producer._sender.sender_task
+    if task is None or not task.done() or task.cancelled():
+        return None
+    return task.exception()
+
+
+def forget_transaction_failure(producer: AIOKafkaProducer) -> None:
+    """The failure is known: asyncio need not report, as the loop closes, the futures that hold
+    it too and that nothing awaits once the producer is dropped: the transaction's waiter, and
+    the drain waiters of the batches the failed sender never sent (an error with its traceback
+    each)."""
+    manager = producer._txn_manager
+    waiters = [getattr(manager, "_transaction_waiter", None)] if manager is not None else []
+    accumulator = producer._message_accumulator
+    for batch in [*chain.from_iterable(accumulator._batches.values()),
+                  *accumulator._pending_batches]:
+        waiters.append(batch._drain_waiter)
+    for waiter in waiters:
+        if waiter is not None and waiter.done() and not waiter.cancelled():
+            waiter.exception()
 
 
 async def refresh_metadata(consumer: AIOKafkaConsumer) -> None:
@@ -290,20 +394,22 @@ def _leave_group_from_generation_zero() -> None:
 def _recovery_highwaters_from_fetches(client_options: Mapping[str, Any]) -> None:
     """Changelog end offsets that Faust's table recovery can trust on every broker.
 
+    Faust's recovery is done when it has applied the record before the end it was given.
     Tansu answers ListOffsets(latest) with "base offset of the newest batch + 1", not the log
-    end, so Faust stopped recovering a table early and lost its newest updates. A fetch from
-    that offset carries the true high watermark (`log_end_offsets`); on Apache Kafka both
-    agree.
+    end, so Faust stopped recovering a table early and lost its newest updates; a fetch from
+    that offset carries the true high watermark. And a changelog written in transactions ends
+    in a commit marker, which holds an offset but is never read, so recovery would never be
+    done: the end given is the one after the last committed record (`record_ends`).
     """
     from aiokafka import TopicPartition
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 
-    from stream.kafka.consumer import log_end_offsets
+    from stream.kafka.consumer import record_ends
 
     options = dict(client_options)
 
     async def _highwaters(self: AIOKafkaConsumerThread, partitions: Sequence[Any]):
-        ends = await log_end_offsets(options, partitions)
+        ends = await record_ends(options, partitions)
         return {tp: ends[TopicPartition(tp.topic, tp.partition)] for tp in partitions}
 
     AIOKafkaConsumerThread._highwaters = _highwaters  # type: ignore[method-assign]

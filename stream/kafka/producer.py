@@ -1,5 +1,9 @@
 """The producer every component sends with, and the two ways it sends.
 
+What the sources publish goes through an idempotent producer where the broker grants one
+(`start_idempotent_producer`): a batch the producer sends again after a lost answer is written
+once. Tansu refuses aiokafka's idempotent producer, so there they send with a plain one.
+
 Sources send records one by one in order, a bounded window of them unacknowledged at a time
 (`send_records`). The worker sends thousands per batch (outputs and changelog values): per-record
 sends cost a future, a callback and buffering for every record, so `deliver_until_done` fills
@@ -11,14 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import MessageSizeTooLargeError, ProducerClosed, RecordTooLargeError
+from aiokafka.errors import (
+    KafkaError,
+    MessageSizeTooLargeError,
+    ProducerClosed,
+    RecordTooLargeError,
+)
 
 from stream.kafka.configuration import MAX_RECORD_BYTES, REQUEST_TIMEOUT_MS, client_options
-from stream.kafka.retry import Backoff
+from stream.kafka.retry import Backoff, curable
 from stream.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -53,7 +63,8 @@ class DeliveryFailed(Exception):
     broker had them all (a retry would only fail again)."""
 
 
-def make_producer(settings: Settings, *, linger_ms: int = 10) -> AIOKafkaProducer:
+def make_producer(settings: Settings, *, linger_ms: int = 10,
+                  idempotent: bool = False) -> AIOKafkaProducer:
     """The producer of every component; call it inside the event loop.
 
     `linger_ms` is how long an open batch waits for more records before it goes out. The
@@ -64,18 +75,56 @@ def make_producer(settings: Settings, *, linger_ms: int = 10) -> AIOKafkaProduce
     The default partitioner hashes keys with murmur2 like the Java and librdkafka clients, so
     a session lands on the same partition whichever client published it. aiokafka keeps one
     request in flight per broker, so retries cannot reorder a session's records.
-    Idempotence stays off: Tansu rejects aiokafka's InitProducerId.
+    Idempotence only where asked: Tansu rejects aiokafka's InitProducerId.
     """
     return AIOKafkaProducer(
         **client_options(settings),
         acks="all",
-        enable_idempotence=False,
+        enable_idempotence=idempotent,
         linger_ms=linger_ms,
         max_batch_size=1024 * 1024,
         # what the project's topics accept
         max_request_size=MAX_RECORD_BYTES,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
     )
+
+
+async def start_idempotent_producer(settings: Settings, *, linger_ms: int = 10,
+                                   ) -> AIOKafkaProducer:
+    """A started producer, idempotent where the broker grants it (Apache Kafka), plain where it
+    refuses (Tansu: one line says so). A broker that does not answer raises, as a plain
+    producer's start does."""
+    try:
+        with init_refusals_unlogged():
+            return await _started(make_producer(settings, linger_ms=linger_ms, idempotent=True))
+    except KafkaError as error:
+        if curable(error):
+            raise
+        log.info("the broker at %s grants no idempotent producer (%s): a send retried after a "
+                 "lost answer may write a record twice, which the worker drops as a redelivery",
+                 settings.bootstrap, type(error).__name__)
+    return await _started(make_producer(settings, linger_ms=linger_ms))
+
+
+async def _started(producer: AIOKafkaProducer) -> AIOKafkaProducer:
+    try:
+        await producer.start()
+    except BaseException:
+        await producer.stop()
+        raise
+    return producer
+
+
+@contextmanager
+def init_refusals_unlogged() -> Iterator[None]:
+    """aiokafka logs a refused InitProducerId as an error of its own; the caller says it in
+    its own words."""
+    sender_log = logging.getLogger("aiokafka.producer.sender")
+    was_disabled, sender_log.disabled = sender_log.disabled, True
+    try:
+        yield
+    finally:
+        sender_log.disabled = was_disabled
 
 
 async def send_records(

@@ -120,7 +120,7 @@ class FileFollower:
             if budget > 0:
                 position, new, cut = self._read(file, position, budget)
                 records += new
-                budget -= sum(len(value) for _, value in new)
+                budget -= sum(len(record[1]) for record in new)
                 more = more or cut
             else:
                 more = True
@@ -241,7 +241,20 @@ class FileFollower:
                 position = replace(position, session_id=session_id_of(file.path, lines[0]))
             offset = position.offset + len(data)
             position = replace(position, offset=offset, fingerprint=_fingerprint(handle, offset))
-        return position, [(position.session_id.encode(), line) for line in lines], cut
+        key, agent = position.session_id.encode(), _agent_of(file.path)
+        if agent is None:
+            return position, [(key, line) for line in lines], cut
+        headers = (("openclaw-agent-id", agent.encode()),)  # as the store's sources name it
+        return position, [(key, line, headers) for line in lines], cut
+
+
+def _agent_of(path: Path) -> str | None:
+    """`main` for <state>/agents/main/sessions/<id>.jsonl: a memory writer keeping a folder per
+    agent needs it, and OpenClaw up to 2026.7 writes it nowhere else."""
+    parts = path.absolute().parts
+    if len(parts) >= 4 and parts[-2] == "sessions" and parts[-4] == "agents":
+        return parts[-3]
+    return None
 
 
 def _is_followed(path: Path) -> bool:

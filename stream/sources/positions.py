@@ -9,6 +9,7 @@ re-sends records.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -23,13 +24,17 @@ from stream.formats import FormatTooNew
 # the source (FormatTooNew): positions it cannot read would re-send or skip records.
 POSITIONS_FORMAT = 1
 
+log = logging.getLogger(__name__)
+
 
 class PositionsError(ValueError):
     """A checkpoint that cannot be used: unreadable, malformed, or another source's."""
 
 
 def load_positions(path: Path, kind: str, origin: str) -> dict[str, Any] | None:
-    """The checkpoint's content, or None when there is none yet.
+    """The checkpoint's content, or None when there is none yet, which is logged in one line:
+    a source started from another folder than before, with a relative --checkpoint, sends
+    everything again, and that must not go unsaid.
 
     A checkpoint of another kind or origin is refused rather than reused: positions of one
     folder or database mean nothing in another, and starting over would re-send everything.
@@ -37,6 +42,9 @@ def load_positions(path: Path, kind: str, origin: str) -> dict[str, Any] | None:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
+        log.warning("no checkpoint at %s: %s starts from the beginning of %s (what was sent "
+                    "before is sent again; the worker drops it as redeliveries)",
+                    path.absolute(), kind, origin)
         return None
     except OSError as error:
         raise PositionsError(f"cannot read checkpoint {path}: {error}") from error

@@ -18,7 +18,7 @@ from typing import TextIO
 from aiokafka.errors import KafkaError
 
 from stream.kafka.admin import ensure_input_topic
-from stream.kafka.producer import make_producer, send_records
+from stream.kafka.producer import send_records, start_idempotent_producer
 from stream.settings import Settings, add_options
 from stream.sources.session_files import (
     READ_ERRORS,
@@ -59,9 +59,8 @@ async def produce_files(settings: Settings, paths: list[str]) -> ProduceReport:
     Unreadable files are listed in the report and skipped; broker errors raise KafkaError.
     """
     report = ProduceReport()
-    producer = make_producer(settings)
+    producer = await start_idempotent_producer(settings)
     try:
-        await producer.start()
         for given in map(Path, paths):
             for path in find_session_files(given):
                 try:

@@ -34,8 +34,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from stream.kafka.admin import ensure_input_topic
-from stream.kafka.producer import Headers, make_producer, send_records
+from stream.kafka.producer import Headers, send_records, start_idempotent_producer
 from stream.kafka.retry import Backoff, Stopped, quiet_client_logs, until_done
+from stream.progress import DEFAULT_INTERVAL, Progress
 from stream.settings import Settings, add_options
 from stream.sources.positions import PositionsError
 
@@ -95,12 +96,14 @@ async def pump(
     broker: str = "",
     backoff: Backoff | None = None,
     round_interval: float = 0.0,
+    progress: Progress | None = None,
 ) -> int:
     """Poll, send, commit until `stop` is set (or, with `once`, until nothing is left to read).
 
     A round that follows news or the poll interval starts `round_interval` after the one before
     it at the earliest; one that goes on with a batch cut short (`more`) starts at once.
-    Returns the number of records sent. A send the broker's absence failed is repeated with
+    Returns the number of records sent, which `progress` counts as it goes. A send the
+    broker's absence failed is repeated with
     `backoff` until it succeeds (stream.kafka.retry); a stop meanwhile leaves the batch
     uncommitted, for the next run to send. Any other failing send raises before the commit.
     """
@@ -126,6 +129,8 @@ async def pump(
                 backoff.reset()
                 sent += len(batch.records)
             source.commit(batch)
+            if progress is not None:
+                progress.add(records=len(batch.records))
             if batch.more:
                 continue
             if once:
@@ -159,10 +164,11 @@ async def _next_round(
         watcher.result()  # raises its error; a watcher only returns once stopped
 
 
-def source_producer(settings: Settings) -> AIOKafkaProducer:
-    """A round's records are sent at once and awaited: lingering would only hold them back
-    (10 ms a row, and the next round's rows behind them)."""
-    return make_producer(settings, linger_ms=0)
+async def start_source_producer(settings: Settings) -> AIOKafkaProducer:
+    """Idempotent where the broker grants it: a send the producer retries in one run writes no
+    second input record. A round's records are sent at once and awaited: lingering would only
+    hold them back (10 ms a row, and the next round's rows behind them)."""
+    return await start_idempotent_producer(settings, linger_ms=0)
 
 
 async def _not_before(moment: float) -> None:
@@ -172,9 +178,10 @@ async def _not_before(moment: float) -> None:
         await asyncio.sleep(delay)
 
 
-async def publish(settings: Settings, source: Source[P], poll_interval: float, once: bool) -> int:
+async def publish(settings: Settings, source: Source[P], poll_interval: float, once: bool,
+                  progress: Progress | None = None) -> int:
     """Run `pump` with the shared producer until done or SIGINT/SIGTERM; returns records sent."""
-    producer = source_producer(settings)
+    producer: AIOKafkaProducer | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Stopping between batches lets the last acknowledged batch be checkpointed, so a
@@ -182,17 +189,23 @@ async def publish(settings: Settings, source: Source[P], poll_interval: float, o
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, stop.set)
     try:
-        await producer.start()
-
-        async def send(records: list[Record]) -> None:
-            await send_records(producer, settings.input_topic, records)
-
-        return await pump(source, send, poll_interval=poll_interval, once=once, stop=stop,
-                          broker=settings.bootstrap, round_interval=ROUND_INTERVAL)
+        producer = await start_source_producer(settings)
+        return await pump(source, _sender(producer, settings.input_topic),
+                          poll_interval=poll_interval, once=once, stop=stop,
+                          broker=settings.bootstrap, round_interval=ROUND_INTERVAL,
+                          progress=progress)
     finally:
         for number in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(number)
-        await producer.stop()
+        if producer is not None:
+            await producer.stop()
+
+
+def _sender(producer: AIOKafkaProducer, topic: str) -> Send:
+    async def send(records: list[Record]) -> None:
+        await send_records(producer, topic, records)
+
+    return send
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, default_checkpoint: str) -> None:
@@ -215,7 +228,19 @@ def add_source_arguments(parser: argparse.ArgumentParser, default_checkpoint: st
         action="store_true",
         help="publish what is there now, then exit (for tests and cron)",
     )
+    add_progress_argument(parser)
     add_options(parser, ("broker", "partitions", "replication", "input_topic"))
+
+
+def add_progress_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--progress-interval",
+        type=_positive_seconds,
+        default=DEFAULT_INTERVAL,
+        metavar="S",
+        help="log what was done every this many seconds, when something was "
+        "(default %(default)s), and once more on stop",
+    )
 
 
 def _positive_seconds(text: str) -> float:
@@ -243,9 +268,10 @@ def run(
     except (PositionsError, SourceError) as error:
         print(f"session-stream {name}: {error}", file=stderr)
         return 1
+    progress = Progress(name, args.progress_interval)
     try:
         ensure_input_topic(settings)
-        sent = asyncio.run(publish(settings, source, args.poll_interval, args.once))
+        sent = asyncio.run(publish(settings, source, args.poll_interval, args.once, progress))
     except KafkaError as error:
         print(
             f"session-stream {name}: cannot publish to the Kafka broker at "
@@ -258,5 +284,7 @@ def run(
         return 1
     finally:
         source.close()
+    if not args.once:
+        progress.stopped()
     print(f"session-stream {name}: published {sent} records to {settings.input_topic}", file=stderr)
     return 0

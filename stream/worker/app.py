@@ -1,6 +1,7 @@
 """The Faust adapter, assembled: an app built from Settings, with its tables, its batch lane
-(stream.worker.batches), the commit (stream.worker.commit), lag (stream.worker.lag), the stall
-watch (stream.worker.stalls) and the web pages (stream.worker.pages)."""
+(stream.worker.batches), the commit (stream.worker.commit) with its delivery at least once or
+exactly once (stream.worker.exactly_once, stream.worker.fencing), lag (stream.worker.lag),
+the stall watch (stream.worker.stalls) and the web pages (stream.worker.pages)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from stream.kafka.producer import make_producer
 from stream.settings import Settings
 from stream.worker.batches import batch_handler
 from stream.worker.codec import STATE_FORMAT
-from stream.worker.commit import Committer
+from stream.worker.commit import Acknowledger, AtLeastOnce, Committer, Delivery
+from stream.worker.exactly_once import ExactlyOnce
+from stream.worker.fencing import give_up
 from stream.worker.lag import Lag
 from stream.worker.lane import LaneApp
 from stream.worker.metrics import Readings, WorkerMetrics
@@ -45,13 +48,21 @@ def changelog_topics(settings: Settings) -> list[str]:
     return [f"{settings.app_id}-{name}-changelog" for name in (SESSIONS_TABLE, MEMORY_TABLE)]
 
 
-def create_app(settings: Settings) -> Worker:
+def create_app(settings: Settings, *, exactly_once: bool = False) -> Worker:
+    """The worker; `exactly_once` where the broker grants transactional producers and the
+    settings ask for it (stream.worker.guarantee)."""
+    delivery: Delivery = ExactlyOnce(settings) if exactly_once else AtLeastOnce(
+        lambda: make_producer(settings), settings.dlq_topic)
+
+    def make_committer(acknowledger: Acknowledger) -> Committer:
+        # at the app's start, when everything below exists
+        return Committer(delivery, acknowledger, metrics, give_up=lambda partitions: give_up(
+            app, store, changelog_topics(settings), partitions))
+
     app = LaneApp(
         settings.app_id,
-        make_producer=lambda: make_producer(settings),
-        # at the app's start, when `metrics` (below) exists
-        make_committer=lambda producer, acknowledger: Committer(
-            producer, acknowledger, settings.dlq_topic, metrics),
+        delivery=delivery,
+        make_committer=make_committer,
         broker=settings.broker,
         broker_credentials=faust_credentials(settings),
         store="memory://",

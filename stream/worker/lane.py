@@ -5,10 +5,16 @@ Faust hands every record to its agents one at a time, and per record it starts f
 costs more than the cleaning itself (docs/performance.md). The lane takes the lane topic's
 records out of each fetch as one batch and awaits the handler with them inside the fetcher.
 Everything else stays Faust's: the consumer group and its assignment (the topic is subscribed
-like any agent's and co-partitioned with the tables), table recovery, and offset commits,
-which follow the acks the app's `Committer` (stream.worker.commit) gives, possibly after the
-handler returned. Records are tracked as in flight until acked, so a rebalance or a stop
-waits for them (`stream_wait_empty`) before partitions move or the final commit.
+like any agent's and co-partitioned with the tables), table recovery, and, at least once,
+offset commits, which follow the acks the app's `Committer` (stream.worker.commit) gives,
+possibly after the handler returned. Exactly once, the app's delivery commits the input offsets
+in its transactions and Faust's consumer commits none (`offsets_in_transactions`); its
+bookkeeping still follows the acks, which come after the transactions committed. Records are
+tracked as in flight until acked (or let go), so a rebalance or a stop waits for them
+(`stream_wait_empty`) before partitions move or the final commit. The delivery learns of
+each assignment before anything of it is read (`Delivery.assigned`: exactly once, the
+partitions' producers fence their previous owners there), and of its end once the batches in
+delivery are committed.
 
 Changelog records of the tables named with `restore_in_batches` are applied a fetch at a
 time too (`LaneConsumer._restore`); Faust's recovery still decides what to read and when
@@ -31,7 +37,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import faust
-from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
@@ -39,7 +44,7 @@ from faust.types import TP, Message
 from stream.formats import EXIT_CODE, FormatTooNew
 from stream.kafka import internals
 from stream.worker import codec
-from stream.worker.commit import Acknowledger, Committer
+from stream.worker.commit import Acknowledger, Committer, Delivery
 from stream.worker.read_positions import ReadPositions
 
 LaneHandler = Callable[[list[Message]], Awaitable[None]]
@@ -49,22 +54,21 @@ FETCH_MAX_WAIT_MS = 100
 log = logging.getLogger(__name__)
 
 
-MakeCommitter = Callable[[AIOKafkaProducer, Acknowledger], Committer]
+MakeCommitter = Callable[[Acknowledger], Committer]
 
 
 class LaneApp(faust.App):
     """A Faust app whose consumer delivers the records of `lanes` topics in batches, and
-    whose `committer` commits them, with an aiokafka producer of its own that sends whole
-    batches (Faust's producer takes one record at a time) and the consumer's acks."""
+    whose `committer` commits them, through a `delivery` with producers of its own that send
+    whole batches (Faust's producer takes one record at a time), and the consumer's acks."""
 
-    def __init__(self, *args: Any, make_producer: Callable[[], AIOKafkaProducer],
-                 make_committer: MakeCommitter, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, delivery: Delivery, make_committer: MakeCommitter,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lanes: dict[str, LaneHandler] = {}
         self.restored_tables: set[str] = set()
-        self._make_producer = make_producer
+        self.delivery = delivery
         self._make_committer = make_committer
-        self._batch_producer: AIOKafkaProducer | None = None
         self._committer: Committer | None = None
         # through Faust's public setter, before anything asks the app for its transport
         self.transport = internals.lane_transport(LaneConsumer, FETCH_MAX_WAIT_MS)(
@@ -86,15 +90,14 @@ class LaneApp(faust.App):
     async def on_start(self) -> None:
         # before the consumer starts, so a lane handler always finds the committer running
         await super().on_start()
-        self._batch_producer = self._make_producer()
-        await self._batch_producer.start()
-        self._committer = self._make_committer(self._batch_producer, self.lane_consumer)
+        await self.delivery.start()
+        self._committer = self._make_committer(self.lane_consumer)
 
     async def on_stop(self) -> None:
         await super().on_stop()
-        if self._batch_producer is not None:
-            await self._batch_producer.stop()
-            self._batch_producer = self._committer = None
+        if self._committer is not None:
+            await self.delivery.stop()
+            self._committer = None
 
     def lane(self, topic: faust.TopicT, handler: LaneHandler) -> None:
         self.topics.add(topic)
@@ -131,6 +134,10 @@ class LaneConsumer(faust_aiokafka.Consumer):
         # per input partition, the offset of the last record the consumer handed on in the
         # current fetch
         self._handed: dict[TP, int] = {}
+        # input partitions given up until the next assignment (stream.worker.fencing), and
+        # how many times one was
+        self.lost: set[TP] = set()
+        self.given_up = 0
 
     def _lane_app(self) -> LaneApp:
         app = self.app
@@ -148,12 +155,15 @@ class LaneConsumer(faust_aiokafka.Consumer):
         restoring: dict[TP, list[Message]] = {}
         restored_tables = app.restored_tables
         self._handed = {}
+        lost = self.lost
         async for tp, message in super().getmany(timeout):
             if tp.topic not in lanes:
                 if tp.topic in restored_tables:
                     restoring.setdefault(tp, []).append(message)
                 else:
                     yield tp, message
+                continue
+            if tp in lost:
                 continue
             position = positions.advance(tp, message.offset)
             if position is None:
@@ -210,18 +220,41 @@ class LaneConsumer(faust_aiokafka.Consumer):
         tables restored in batches (`restore_fetch`)."""
         lanes = self._lane_app().lanes
         for tp, fetched in records.items():
-            if tp.topic in lanes and fetched:
+            if tp.topic in lanes and fetched and tp not in self.lost:
                 self._handed[tp] = fetched[-1].offset
         if self.flow_active and not self.should_stop:
             self.restore_fetch(records, active)
 
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
         self._positions.forget(revoked)
-        await super().on_partitions_revoked(revoked)
+        await super().on_partitions_revoked(revoked)  # waits for the batches in delivery
+        await self._lane_app().delivery.revoked()
 
     async def on_partitions_assigned(self, assigned: set[TP], generation_id: int = 0) -> None:
         self._positions.keep_only(assigned)
+        self.lost.clear()
+        lanes = self._lane_app().lanes
+        # before Faust's recovery reads the changelogs and the lane the committed offsets
+        await self._lane_app().delivery.assigned(
+            {tp.partition for tp in assigned if tp.topic in lanes})
         await super().on_partitions_assigned(assigned, generation_id)
+
+    def offsets_in_transactions(self) -> bool:
+        """Whether the delivery's transactions commit the input offsets, and Faust must not."""
+        return self._lane_app().delivery.offsets_in_transactions
+
+    async def lose(self, partitions: set[int]) -> None:
+        """Give up these input partitions until the next assignment: their records are neither
+        fetched nor processed here, and the consumer rejoins its group for an assignment the
+        broker's fence agrees with."""
+        lanes = self._lane_app().lanes
+        tps = {tp for tp in self.assignment() if tp.topic in lanes and tp.partition in partitions}
+        self.lost |= tps
+        self.given_up += len(tps)
+        self._positions.forget(tps)
+        self.pause_partitions(tps)
+        if not self.app.rebalancing:  # a rejoin under way brings the new assignment anyway
+            await internals.request_rejoin(self)
 
     async def _handle(self, lanes: dict[str, LaneHandler],
                       batches: dict[str, list[Message]]) -> None:
@@ -279,3 +312,8 @@ class LaneConsumer(faust_aiokafka.Consumer):
         ack = self.ack
         for message in messages:
             ack(message)
+
+    def let_go(self, messages: Sequence[Message]) -> None:
+        unacked = internals.unacked_messages(self)
+        for message in messages:
+            unacked.discard(message)

@@ -15,6 +15,8 @@ from stream.worker.tables import TableStore
 
 def add_pages(app: LaneApp, *, topic: str, tally: Tally, store: TableStore, lag: Lag,
               metrics: WorkerMetrics) -> None:
+    guarantee = "exactly_once_v2" if app.delivery.offsets_in_transactions else "at_least_once"
+
     @app.page("/stats")
     async def stats(web, request):
         sessions, memory = store.size()
@@ -23,6 +25,9 @@ def add_pages(app: LaneApp, *, topic: str, tally: Tally, store: TableStore, lag:
             **tally.as_json(),
             "table_keys": {"sessions": sessions, "memory": memory},
             "assigned_partitions": assigned,
+            "processing_guarantee": guarantee,
+            # input partitions given up because their transactions could commit no more
+            "partitions_given_up": app.lane_consumer.given_up,
         }
         return web.json(body)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import sys
 
 import faust
@@ -14,21 +15,23 @@ from stream.kafka.configuration import client_options
 from stream.kafka.retry import quiet_client_logs
 from stream.settings import Settings
 from stream.worker.app import changelog_topics, create_app
+from stream.worker.guarantee import GuaranteeRefused, exactly_once
 
 
 def run_worker(settings: Settings) -> int:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     try:
-        wait_for_broker(client_options(settings), settings.startup_deadline,
+        wait_for_broker(client_options(settings), settings.startup_deadline or math.inf,
                         name=settings.broker)
         ensure_topics(settings, changelog_topics(settings))
-    except (BrokerUnreachable, TopicMismatch) as error:
+        transactions = exactly_once(settings)
+    except (BrokerUnreachable, TopicMismatch, GuaranteeRefused) as error:
         print(f"session-stream worker: {error}", file=sys.stderr)
         return 1
     internals.install_worker_patches(client_options(settings))
     quiet_client_logs()
-    worker = create_app(settings)
+    worker = create_app(settings, exactly_once=transactions)
     runner = faust.Worker(worker.app, loglevel=settings.log_level, quiet=True)
     # With a spinner Faust sets the root logger to DEBUG, and every debug call of Faust and
     # aiokafka then builds a record, whatever --log-level says.

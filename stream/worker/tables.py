@@ -128,6 +128,22 @@ class TableStore:
     def size(self) -> tuple[int, int]:
         return len(self._sessions), len(self._memory)
 
+    def drop_partitions(self, partitions: set[int]) -> int:
+        """Remove every session of `partitions` and all it remembers, with no changelog: the
+        values the worker wrote since the partitions' last committed transaction can no longer
+        be told from the committed ones, and a later assignment restores them from the
+        changelogs. Returns how many sessions were removed."""
+        dropped: set[bytes] = set()
+        for key, data in list(self._sessions.items()):
+            if codec.unpack(data)[1] in partitions:
+                dropped.add(key + _SEP)
+        if dropped:
+            for key in [k for k in self._memory if k[: k.index(_SEP) + 1] in dropped]:
+                del self._memory[key]
+            for prefix in dropped:
+                del self._sessions[prefix[:-1]]
+        return len(dropped)
+
 
 class TableTransaction:
     """One batch's writes to the tables it was given. They change the tables at once, because

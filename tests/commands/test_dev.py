@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,3 +40,44 @@ def test_dev_runs_the_example_sessions_through_its_own_broker(tmp_path: Path) ->
     assert "## Conversation" in shown
     assert any(line.startswith("assistant: ") for line in shown)
     assert "stopped the worker and the broker" in done.stderr
+
+
+def test_sigterm_stops_the_worker_and_then_the_broker(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSION_STREAM_")}
+    dev = subprocess.Popen(
+        [sys.executable, "-m", "stream.cli", "dev", "--data-dir", str(tmp_path / "data")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while not any(line.startswith("-- clean") for line in lines):  # the worker works
+            line = dev.stderr.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        children = descendants(dev.pid)
+        assert len(children) >= 2  # the broker and the worker
+        started = time.monotonic()
+        dev.send_signal(signal.SIGTERM)
+        rest = dev.communicate(timeout=60)[1]
+    finally:
+        dev.kill()
+    assert dev.returncode == 0 and "stopped the worker and the broker" in rest
+    assert time.monotonic() - started < 30
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` now."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents.setdefault(int(stat.rpartition(")")[2].split()[1]), []).append(int(entry.name))
+    found, pending = [], list(parents.get(pid, []))
+    while pending:
+        child = pending.pop()
+        found.append(child)
+        pending += parents.get(child, [])
+    return found

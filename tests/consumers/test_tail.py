@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -55,6 +56,12 @@ def alert_json(kind: str, entry_id: str | None, message: str) -> bytes:
 
 
 # --- format_record ---------------------------------------------------------------------------
+
+
+def test_a_records_time_is_its_kafka_timestamp_in_utc() -> None:
+    stamped = record(alert_json("gap", None, "m"))
+    stamped.timestamp = 1796469603123
+    assert tail.record_time(stamped) == "2026-12-05T11:20:03Z"
 
 
 def test_alert_is_one_line_with_severity_kind_session_entry_and_message() -> None:
@@ -142,12 +149,17 @@ def test_tail_main_prints_alerts_and_stops_at_the_end(broker: RunningBroker) -> 
     args = parse(tail, ["--broker", broker.url, "--alerts-topic", settings.alerts_topic])
     stdout = io.StringIO()
 
+    before = datetime.now(UTC).replace(microsecond=0)
     assert tail.main(args, stdout=stdout) == 0
 
-    assert stdout.getvalue().splitlines() == [
+    lines = [line.split(" ", 1) for line in stdout.getvalue().splitlines()]
+    assert [body for _, body in lines] == [
         "warning echo session=s-1 entry=e-1 first",
         "warning gap session=s-1 entry=e-2 second",
     ]
+    # each after the time the broker's record carries: when it was published
+    for stamp, _ in lines:
+        assert before - timedelta(minutes=1) <= datetime.fromisoformat(stamp) <= datetime.now(UTC)
 
 
 @pytest.mark.integration
@@ -173,7 +185,7 @@ def test_tail_main_stops_after_max_records(broker: RunningBroker) -> None:
 
     assert tail.main(args, stdout=stdout) == 0
 
-    assert stdout.getvalue().splitlines() == [
+    assert [line.split(" ", 1)[1] for line in stdout.getvalue().splitlines()] == [
         "session=s-2 message id=e-0 role=-",
         "session=s-2 message id=e-1 role=-",
     ]

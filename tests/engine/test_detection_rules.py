@@ -1,10 +1,10 @@
-"""Detection rules 7-14: the entry is kept, an alert says what looks wrong, and when not."""
+"""Detection rules 7-14 and 18: the entry is kept, an alert says what looks wrong, and when not."""
 
 from __future__ import annotations
 
 import pytest
 
-from stream.engine import Action, Limits, Severity
+from stream.engine import Action, Engine, Limits, Severity
 from tests.support.builders import (
     INVALID_SIGNATURE,
     THINKING_REJECTED,
@@ -13,10 +13,13 @@ from tests.support.builders import (
     assistant,
     custom,
     drops,
+    encode,
     entry,
     header,
     kept_ids,
     mirror,
+    new_session,
+    process,
     prompt_error,
     run,
     tool_result,
@@ -454,3 +457,50 @@ def test_alerts_carry_no_text_unless_snippets_are_opted_into():
                              "delivery_mirror_duplicate")
     assert with_snippet.evidence["snippet"] == "The secret"
     assert with_snippet.message == plain[0].message
+
+
+# --- detection 18: session_seen_midway ----------------------------------------------------------
+
+
+def test_a_session_first_seen_after_its_header_is_named_once():
+    reply = assistant("The backup finished at 03:12.", parent="u-before")
+    verdicts = run([reply, mirror("The backup finished at 03:12."), user("thanks")])
+    (alert,) = alerts(verdicts, "session_seen_midway")
+    assert alert.action is Action.KEPT and alert.severity is Severity.WARNING
+    assert (alert.session_id, alert.entry_id, alert.related_entry_id) == ("s1", None, reply["id"])
+    assert alert.evidence == {"first_entry_type": "message"}
+    # what it warns of: the mirror repeats a reply, and is dropped only because the reply was
+    # seen; a copy of an entry from before the first one seen would be kept
+    assert alert_kinds(verdicts).count("session_seen_midway") == 1
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        lambda: [header(), user(parent=None)],  # from the start
+        lambda: [header(), user(parent="u-0")],  # the header, then an excerpt: header seen
+    ],
+)
+def test_a_session_seen_from_its_header_is_not_named(start):
+    verdicts = run([*start(), assistant("Hi.")])
+    assert "session_seen_midway" not in alert_kinds(verdicts)
+
+
+def test_a_session_whose_state_exists_is_not_named_again():
+    engine, session = Engine(), new_session()
+    lines = encode([user(parent="u-0"), assistant("Hi."), user("more"), assistant("Sure.")])
+    first = process(engine, session, lines[:2])
+    # later records of the same session, with the state the first ones left
+    later = process(engine, session, lines[2:], first=3)
+    assert alert_kinds(first) == ["session_seen_midway"]
+    assert "session_seen_midway" not in alert_kinds(later)
+
+
+def test_a_replayed_first_record_is_not_named_again():
+    engine, session = Engine(), new_session()
+    lines = encode([user(parent="u-0"), assistant("Hi.")])
+    process(engine, session, lines)
+    # the same records from the same source again (a restart after a crash): a replay
+    replayed = process(engine, session, lines)
+    assert [v.action for v in replayed] == [Action.KEPT, Action.KEPT]
+    assert "session_seen_midway" not in alert_kinds(replayed)

@@ -224,3 +224,30 @@ def test_a_persistent_child_s_next_run_is_a_completion_of_its_own():
     verdicts = run([header(), first, assistant("3 errors."), second])
     assert not drops(verdicts)
     assert not alerts(verdicts, "identity_conflict")
+
+
+def queued(*sections: tuple[str, str]) -> str:
+    """OpenClaw's wrapper of messages that came in while a run was busy, each with its id."""
+    return "[Queued messages while agent was busy]\n" + "".join(
+        f"\n---\nQueued #{n}\n{conversation(mid, words)}\n" for n, (mid, words) in
+        enumerate(sections, 1))
+
+
+def test_a_queued_wrapper_of_messages_each_delivered_before_is_dropped():
+    first = stamped(user(conversation("5521", "Post it")), 1_774_000_000_000)
+    second = stamped(user(conversation("5522", "and tag Ada")), 1_774_000_000_500)
+    wrapper = stamped(user(queued(("5521", "Post it"), ("5522", "and tag Ada"))),
+                      1_774_000_030_000)
+    verdicts = run([header(), first, second, reply(stamp=1_774_000_001_000), wrapper])
+    assert drops(verdicts) == {wrapper["id"]: ("same_inbound", first["id"])}
+
+
+@pytest.mark.parametrize("other", ["a new message", "a section without an id"])
+def test_a_queued_wrapper_holding_one_new_message_is_kept(other):
+    first = stamped(user(conversation("5521", "Post it")), 1_774_000_000_000)
+    new = queued(("5521", "Post it"), ("5523", "and the draft too"))
+    if other == "a section without an id":
+        new = new.replace(conversation("5523", "and the draft too"), "and the draft too")
+    wrapper = stamped(user(new), 1_774_000_030_000)
+    verdicts = run([header(), first, reply(stamp=1_774_000_001_000), wrapper])
+    assert not drops(verdicts)

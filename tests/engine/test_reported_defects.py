@@ -842,3 +842,38 @@ def test_a_real_fork_is_still_reported():
     (alert,) = alerts(verdicts, "branch_fork")
     assert alert.entry_id == other["id"]
 
+
+
+# --- #72012: a release renders each submitted prompt again without its sender block ------------
+
+_SENDER = (
+    "Sender (untrusted metadata):\n```json\n{\n  \"label\": \"openclaw-control-ui\",\n"
+    "  \"id\": \"openclaw-control-ui\"\n}\n```\n\n"
+)
+_WORDS = "[Sun 2026-04-26 16:48 GMT+8] if you see me say the same thing twice, reply 1"
+
+
+def test_a_prompt_rendered_again_without_its_sender_block_is_the_same_message():
+    """2026.4.24 wrote each prompt a second time, the same millisecond and words, its sender
+    block left out, as a sibling of the first: the person sent it once."""
+    first = _stamped(user(_SENDER + _WORDS, id="u1", parent="a0"), 1_777_193_287_000)
+    reply = assistant("1", id="a1", parent="u1")
+    again = _stamped(user(_WORDS, id="u1b", parent="a0"), 1_777_193_287_000)
+    verdicts = run([header(), _stamped(assistant("Hi!", id="a0", parent=None), 1), first,
+                    reply, again])
+    assert drops(verdicts) == {"u1b": ("persisted_copy", "u1")}
+    assert_valid_tree(verdicts)
+
+
+@pytest.mark.parametrize("near", ["another millisecond", "other words", "no millisecond"])
+def test_the_same_words_are_another_message_without_the_same_millisecond(near):
+    first = _stamped(user(_SENDER + _WORDS, id="u1", parent=None), 1_777_193_287_000)
+    again = _stamped(user(_WORDS, id="u2", parent="a1"), 1_777_193_287_000)
+    if near == "another millisecond":
+        again["message"]["timestamp"] = 1_777_193_290_000
+    elif near == "other words":
+        again["message"]["content"] = [{"type": "text", "text": _WORDS + "!"}]
+    else:
+        del first["message"]["timestamp"], again["message"]["timestamp"]
+    verdicts = run([header(), first, assistant("1", id="a1", parent="u1"), again])
+    assert not drops(verdicts)

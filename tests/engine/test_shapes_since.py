@@ -2,7 +2,7 @@
 and OpenClaw's writers show it, with the near misses a genuine second message makes. Each test
 asserts what leaves the engine: which entries are kept, which dropped naming what, and which
 alerts with which fields. The rows' shapes and the reasons for each decision are in
-docs/rules.md (the README's table of reported shapes points there)."""
+docs/rules.md (docs/reported-shapes.md points there)."""
 
 from __future__ import annotations
 
@@ -232,12 +232,14 @@ def test_the_same_inbound_words_without_its_key_are_a_new_message():
 PROMPT = "Summarise the open pull requests."
 
 
-def _http_row(key: str = "chatcmpl-9f1:user", text: str = PROMPT) -> dict:
+def _http_row(
+    key: str = "chatcmpl-9f1:user", text: str = PROMPT, at: int = 1789100000000
+) -> dict:
     """The HTTP `/v1/chat/completions` user row: its key only under `__openclaw`."""
-    return stamped(user(text, __openclaw={"idempotencyKey": key}), 1789100000000)
+    return stamped(user(text, __openclaw={"idempotencyKey": key}), at)
 
 
-def _codex_row(turn: str = "turn-1", text: str = PROMPT) -> dict:
+def _codex_row(turn: str = "turn-1", text: str = PROMPT, at: int = 1789100000040) -> dict:
     """The Codex mirror's prompt row (`mirrorPromptAtTurnStartBestEffort`): the prepared user
     message with the sender facts, tagged `<turnId>:prompt` and keyed under the thread's scope."""
     return stamped(
@@ -247,7 +249,7 @@ def _codex_row(turn: str = "turn-1", text: str = PROMPT) -> dict:
             sourceChannel="openai-http",
             __openclaw={"mirrorIdentity": f"{turn}:prompt"},
         ),
-        1789100000000,
+        at,
     )
 
 
@@ -275,7 +277,11 @@ def test_the_http_row_written_after_the_codex_mirror_is_the_copy():
 
 def test_every_run_keeps_one_prompt_when_a_person_sends_the_same_words_again():
     first = [_http_row("chatcmpl-1:user"), _codex_row("turn-1"), assistant("Three PRs.")]
-    second = [_http_row("chatcmpl-2:user"), _codex_row("turn-2"), assistant("Still three.")]
+    second = [
+        _http_row("chatcmpl-2:user", at=1789100060000),
+        _codex_row("turn-2", at=1789100060040),
+        assistant("Still three."),
+    ]
     verdicts = run([header(), *first, *second])
     assert drops(verdicts) == {
         first[1]["id"]: ("codex_prompt_mirror", first[0]["id"]),

@@ -14,13 +14,14 @@ from types import SimpleNamespace
 
 import faust
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.consumer.group_coordinator import GroupCoordinator
+from aiokafka.producer.message_accumulator import MessageAccumulator, MessageBatch
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 from stream.kafka import internals
-from stream.worker.commit import Committer
+from stream.worker.commit import AtLeastOnce, Committer
 from stream.worker.lane import LaneApp, LaneConsumer
 
 
@@ -73,10 +74,12 @@ def test_faust_add_gap_takes_a_partition_and_an_inclusive_range(app: faust.App) 
     (faust_aiokafka.Consumer, "earliest_offsets"),
     (faust_aiokafka.Consumer, "on_partitions_revoked"),
     (faust_aiokafka.Consumer, "on_partitions_assigned"),
+    (faust_aiokafka.Consumer, "_commit"),
     (faust_aiokafka.AIOKafkaConsumerThread, "_ensure_consumer"),
     (faust_aiokafka.AIOKafkaConsumerThread, "call_thread"),
     (GroupCoordinator, "_maybe_leave_group"),
     (GroupCoordinator, "_send_req"),
+    (GroupCoordinator, "request_rejoin"),
 ])
 def test_overridden_and_patched_methods(owner: type, attribute: str) -> None:
     assert hasattr(owner, attribute), moved(f"{owner.__qualname__}.{attribute}")
@@ -89,6 +92,39 @@ async def test_the_fetch_wait_is_an_attribute_read_when_the_fetcher_is_made() ->
         "AIOKafkaConsumer.start reading _fetch_max_wait_ms")
     assert hasattr(consumer, "_client"), moved("AIOKafkaConsumer._client")
     assert hasattr(consumer._client, "force_metadata_update"), moved("force_metadata_update")
+
+
+async def test_the_isolation_level_is_an_attribute_read_when_the_fetcher_is_made() -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers="127.0.0.1:1")
+    internals.read_committed(consumer)
+    assert consumer._isolation_level == "read_committed", moved("AIOKafkaConsumer._isolation_level")
+    assert "isolation_level=self._isolation_level" in inspect.getsource(
+        AIOKafkaConsumer.start), moved("AIOKafkaConsumer.start passing _isolation_level")
+    assert "_coordinator" in inspect.getsource(AIOKafkaConsumer.start), moved(
+        "AIOKafkaConsumer._coordinator")
+
+
+async def test_a_transactional_producer_keeps_what_the_transactions_read_and_set() -> None:
+    producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:1", transactional_id="check")
+    manager = producer._txn_manager
+    assert hasattr(manager, "_sequence_numbers"), moved("TransactionManager._sequence_numbers")
+    assert hasattr(producer._sender, "sender_task"), moved("Sender.sender_task")
+    accumulator = producer._message_accumulator
+    assert hasattr(accumulator, "_batches") and hasattr(accumulator, "_pending_batches"), moved(
+        "MessageAccumulator._batches, _pending_batches")
+    assert "self._drain_waiter.set_exception(exception)" in inspect.getsource(
+        MessageBatch.failure), moved("MessageBatch._drain_waiter")
+    tp = TopicPartition("t", 0)
+    internals.set_sequences(producer, {tp: 7})
+    assert internals.sequences(producer, [tp]) == {tp: 7}
+    assert internals.transaction_failure(producer) is None  # not started
+    internals.forget_transaction_failure(producer)  # nothing to forget
+    source = inspect.getsource(MessageAccumulator._pop_batch)
+    assert "increment_sequence_number(batch.tp, batch.record_count)" in source, moved(
+        "a batch taking its sequence numbers when drained")
+    assert "_transaction_waiter" in inspect.getsource(type(manager).fatal_error), moved(
+        "TransactionManager._transaction_waiter")
+    await producer.stop()
 
 
 def test_seek_to_committed_leaves_a_partition_without_a_commit_where_it_was() -> None:
@@ -107,20 +143,32 @@ def test_group_coordinator_fields_of_the_leave_group_patch() -> None:
 def test_recovery_and_monitor_fields_the_lane_reads(app: faust.App) -> None:
     recovery = app.tables.recovery
     for field in ("active_tps", "standby_tps", "active_offsets", "standby_offsets",
-                  "flush_buffers", "tp_to_table"):
+                  "flush_buffers", "tp_to_table", "revoke"):
         assert hasattr(recovery, field), moved(f"Recovery.{field}")
     assert hasattr(app.monitor, "stream_inbound_time"), moved("Monitor.stream_inbound_time")
 
 
 def test_the_lane_app_makes_lane_consumers_with_the_shorter_fetch_wait() -> None:
     app = LaneApp("internals-lane", broker="kafka://127.0.0.1:1", autodiscover=False,
-                  make_producer=AIOKafkaProducer, make_committer=Committer)
+                  delivery=AtLeastOnce(AIOKafkaProducer, "dlq"), make_committer=Committer)
     consumer = app.lane_consumer
     assert isinstance(consumer, LaneConsumer)
     thread = consumer._new_consumer_thread()
     assert isinstance(thread, faust_aiokafka.AIOKafkaConsumerThread)
     overridden = type(thread)._create_worker_consumer
     assert overridden is not faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer
+    assert type(consumer)._commit is not faust_aiokafka.Consumer._commit
+
+
+async def test_exactly_once_faust_commits_no_offset_and_keeps_its_bookkeeping() -> None:
+    """The lane's consumer commits nothing while the delivery's transactions commit the
+    offsets, and Faust's commit then still moves its own committed offset to the acks."""
+    app = LaneApp("internals-eos", broker="kafka://127.0.0.1:1", autodiscover=False,
+                  delivery=SimpleNamespace(offsets_in_transactions=True),
+                  make_committer=Committer)
+    assert await app.lane_consumer._commit({TP("input", 0): 5}) is False
+    assert "self._committed_offset.update(committable_offsets)" in inspect.getsource(
+        faust_aiokafka.Consumer._commit_offsets), moved("Faust's bookkeeping after a commit")
 
 
 def test_a_memory_table_is_a_dict_behind_its_store(app: faust.App) -> None:

@@ -241,9 +241,12 @@ def test_our_files_carry_the_session_facts_the_store_knew(memory_run: MemoryRun)
 def test_the_documented_wiring_is_config_openclaw_takes(store_run: StoreRun) -> None:
     docs = Path(__file__).resolve().parents[2] / "docs" / "memory.md"
     commands, configs = documented_wiring(docs)
-    assert commands == ["openclaw hooks disable session-memory"]
+    assert commands[0] == "openclaw hooks disable session-memory"
     assert all(c["memory"]["search"]["sources"] == ["memory"] for c in configs)
     assert all(c["memory"]["search"]["rememberAcrossConversations"] is False for c in configs)
     config = apply_wiring(store_run.gateway, docs, store_run.work / "wired.json")
     assert config["hooks"]["internal"]["entries"]["session-memory"]["enabled"] is False
     assert config["memory"]["search"]["sources"] == ["memory"]
+    assert config["memory"]["search"]["rememberAcrossConversations"] is False
+    dreaming = config["plugins"]["entries"]["memory-core"]["config"]["dreaming"]
+    assert dreaming["enabled"] is False

@@ -20,7 +20,8 @@ from stream.sources.publish import Batch
 from stream.sources.session_files import open_lines
 from tests.support.data import FIXTURES
 from tests.support.session_files import POINTER, TELEGRAM_MESSAGES, TRACE_LINE
-from tests.support.sources import append, by_key, drain, entry, header, lines
+from tests.support.sources import append, by_key, entry, header, lines, without_headers
+from tests.support.sources import drain as drain_with_headers
 
 
 @pytest.fixture
@@ -32,6 +33,10 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def sessions(root: Path) -> Path:
     return root / "agents" / "main" / "sessions"
+
+
+def drain(source: FileFollower) -> list[tuple[bytes, bytes]]:
+    return without_headers(drain_with_headers(source))
 
 
 def follower(root: Path) -> FileFollower:
@@ -55,6 +60,17 @@ def test_a_new_file_is_sent_line_for_line_keyed_by_its_header_id(
         (b"s-1", second.rstrip(b"\n")),
         (b"s-1", b'{"id":"e-2"}'),
     ]
+
+
+def test_a_record_names_the_agent_whose_sessions_folder_holds_it(root: Path,
+                                                                  sessions: Path) -> None:
+    (sessions / "s-1.jsonl").write_bytes(header("s-1"))
+    elsewhere = root / "exported"
+    elsewhere.mkdir()
+    (elsewhere / "s-2.jsonl").write_bytes(header("s-2"))
+
+    sent = {record[0]: record[2:] for record in drain_with_headers(follower(root))}
+    assert sent == {b"s-1": (((("openclaw-agent-id", b"main"),)),), b"s-2": ()}
 
 
 def test_without_a_header_the_key_is_the_file_name_up_to_jsonl(root: Path) -> None:

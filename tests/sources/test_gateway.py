@@ -11,7 +11,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from websockets.asyncio.server import serve
 
+from stream.brokers import free_port
 from stream.sources.gateway.projection import ProjectedSource
 from stream.sources.gateway.protocol import Auth
 from stream.sources.gateway.source import Gateway, GatewaySource
@@ -241,6 +243,20 @@ async def test_no_gateway_at_the_url_is_named_after_the_deadline(
     with pytest.raises(SourceError, match=f"no gateway answers at {url}.*start-up deadline"):
         async with pumping(source(state, url, deadline=0.3)) as (_, task):
             await asyncio.wait_for(task, 5)
+
+
+async def test_a_deadline_of_zero_waits_for_a_gateway_that_comes_late(
+    state: Path, writer: sqlite3.Connection
+) -> None:
+    """What `session-stream up` runs: a gateway still booting minutes later is waited for."""
+    port = free_port()
+    late = FakeGateway()
+    async with pumping(source(state, f"ws://127.0.0.1:{port}", deadline=0)) as (_, task):
+        await asyncio.sleep(1.0)  # more than a few backoffs of these tests
+        assert not task.done()
+        async with serve(late._handle, "127.0.0.1", port):
+            await asyncio.wait_for(late.subscribed.wait(), 10)
+    assert len(late.connects) == 1
 
 
 async def test_the_store_is_published_while_the_gateway_is_not_there(

@@ -23,7 +23,7 @@ from stream.kafka.producer import make_producer, send_records
 from stream.settings import Settings
 from stream.sources import follow
 from stream.sources import sqlite as follow_sqlite
-from stream.sources.publish import source_producer
+from stream.sources.publish import start_source_producer
 from stream.sources.session_files import open_lines
 from tests.support.data import FIXTURES
 from tests.support.sources import append, entry, header, lines
@@ -134,7 +134,6 @@ def test_a_live_sources_round_is_acknowledged_without_waiting_for_a_linger(
     settings = Settings.load(None, {"SESSION_STREAM_BROKER": broker.url})
 
     async def round_trips(producer: AIOKafkaProducer) -> list[float]:
-        await producer.start()
         try:
             times = []
             for number in range(20):
@@ -146,8 +145,10 @@ def test_a_live_sources_round_is_acknowledged_without_waiting_for_a_linger(
             await producer.stop()
 
     async def both() -> tuple[list[float], list[float]]:
-        return (await round_trips(source_producer(settings)),
-                await round_trips(make_producer(settings)))
+        lingering = make_producer(settings)
+        await lingering.start()
+        return (await round_trips(await start_source_producer(settings)),
+                await round_trips(lingering))
 
     source, lingering = asyncio.run(both())
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 
 import orjson
@@ -31,8 +33,14 @@ def test_checkpoint_round_trips_and_leaves_no_temporary_file(tmp_path: Path) -> 
     assert [p.name for p in path.parent.iterdir()] == ["cp.json"]
 
 
-def test_no_checkpoint_yet_is_none(tmp_path: Path) -> None:
-    assert load_positions(tmp_path / "none.json", "follow", "/data") is None
+def test_no_checkpoint_yet_is_none_and_said_in_one_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_positions(Path("none.json"), "follow", "/data") is None
+    (line,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    # where it was looked for, whatever folder the source was started from
+    assert line.getMessage().startswith(f"no checkpoint at {tmp_path}{os.sep}none.json: follow "
+                                        "starts from the beginning of /data")
 
 
 @pytest.mark.parametrize(

@@ -26,9 +26,13 @@ def drain(source: Source) -> list[Record]:
     return sent
 
 
+def without_headers(records: list[Record]) -> list[tuple[bytes, bytes]]:
+    return [(key, value) for key, value, *_ in records]
+
+
 def by_key(records: list[Record]) -> dict[bytes, list[bytes]]:
     grouped: dict[bytes, list[bytes]] = defaultdict(list)
-    for key, value in records:
+    for key, value, *_ in records:
         grouped[key].append(value)
     return dict(grouped)
 

@@ -7,8 +7,8 @@ from collections import defaultdict
 
 from stream.brokers import RunningBroker
 from stream.consumers import tail
+from stream.kafka.producer import make_producer, send_records
 from stream.settings import Settings
-from stream.sources import produce
 
 PARTITIONS = 4
 
@@ -36,9 +36,9 @@ async def read_all(
 
 
 async def publish(settings: Settings, topic: str, records: list[tuple[bytes, bytes]]) -> None:
-    producer = produce.make_producer(settings)
+    producer = make_producer(settings)
     try:
         await producer.start()
-        await produce.send_records(producer, topic, records)
+        await send_records(producer, topic, records)
     finally:
         await producer.stop()

@@ -15,7 +15,7 @@ from aiokafka.errors import MessageSizeTooLargeError, ProducerClosed
 from stream.engine import KafkaSource
 from stream.engine.tally import Tally
 from stream.kafka.producer import DeliveryFailed
-from stream.worker.commit import Committer, EarlierCommitFailed
+from stream.worker.commit import AtLeastOnce, Committer, EarlierCommitFailed
 from stream.worker.metrics import Readings, WorkerMetrics
 from stream.worker.processor import OutRecord, ProcessedBatch
 from stream.worker.tables import ChangelogRecord
@@ -45,6 +45,12 @@ class RecordingProducer:
     held: set[str] = field(default_factory=set)
     closed: bool = False
     _waiting: dict[str, list[asyncio.Future]] = field(default_factory=lambda: defaultdict(list))
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
 
     def create_batch(self) -> FakeBatch:
         return FakeBatch()
@@ -76,6 +82,9 @@ class RecordingAcks:
     def ack_all(self, messages) -> None:
         self.log += [("ack", message.name) for message in messages]
 
+    def let_go(self, messages) -> None:
+        self.log += [("let go", message.name) for message in messages]
+
 
 def metrics() -> WorkerMetrics:
     return WorkerMetrics(Readings(Tally(), dict, lambda: (0, 0), dict))
@@ -88,17 +97,19 @@ def batch(name: str, *, outputs: int = 1, output: bytes | None = None) -> tuple:
         [OutRecord("clean", 0, name.encode(), value, source) for value in values],
         [ChangelogRecord("sessions-changelog", 0, name.encode(), f"{name}-state".encode())],
     )
-    messages = [SimpleNamespace(name=f"{name}-in", timestamp=None)]
+    messages = [SimpleNamespace(name=f"{name}-in", timestamp=None, partition=0, offset=0)]
     return processed, messages
 
 
-def committer(log: list, producer: RecordingProducer | None = None) -> Committer:
-    return Committer(producer or RecordingProducer(log), RecordingAcks(log), DLQ, metrics())
+async def committer(log: list, producer: RecordingProducer | None = None) -> Committer:
+    delivery = AtLeastOnce(lambda: producer or RecordingProducer(log), DLQ)
+    await delivery.start()
+    return Committer(delivery, RecordingAcks(log), metrics())
 
 
 async def test_outputs_then_changelog_then_acks() -> None:
     log: list[tuple[str, str]] = []
-    commits = committer(log)
+    commits = await committer(log)
     await commits.commit(*batch("a", outputs=2), started=0.0)
     await commits.drain()
     assert log == [("clean", "a-out0"), ("clean", "a-out1"),
@@ -108,7 +119,7 @@ async def test_outputs_then_changelog_then_acks() -> None:
 async def test_a_batch_waits_for_the_commit_of_the_one_before() -> None:
     log: list[tuple[str, str]] = []
     producer = RecordingProducer(log, held={"sessions-changelog"})
-    commits = committer(log, producer)
+    commits = await committer(log, producer)
     await commits.commit(*batch("a"), started=0.0)  # nothing before it: returns at once
     second = asyncio.create_task(commits.commit(*batch("b"), started=0.0))
     await asyncio.sleep(0.05)
@@ -124,7 +135,7 @@ async def test_a_batch_waits_for_the_commit_of_the_one_before() -> None:
 
 async def test_an_output_the_broker_refuses_as_too_large_goes_as_a_dead_letter() -> None:
     log: list[tuple[str, str]] = []
-    commits = committer(log)
+    commits = await committer(log)
     await commits.commit(*batch("a", output=TOO_LARGE), started=0.0)
     await commits.drain()
     assert [topic for topic, _ in log] == [DLQ, "sessions-changelog", "ack"]
@@ -136,7 +147,7 @@ async def test_an_output_the_broker_refuses_as_too_large_goes_as_a_dead_letter()
 async def test_a_stopped_producer_fails_the_commit_and_every_later_one_unacked() -> None:
     log: list[tuple[str, str]] = []
     producer = RecordingProducer(log, closed=True)
-    commits = committer(log, producer)
+    commits = await committer(log, producer)
     await commits.commit(*batch("a"), started=0.0)
     with pytest.raises(DeliveryFailed):
         await commits.commit(*batch("b"), started=0.0)

@@ -231,6 +231,18 @@ def test_sessions_of_partitions_taken_away_during_the_batch_are_not_written() ->
     assert {r.partition for r in written.changelog} == {1}
 
 
+def test_a_session_the_ttl_forgot_is_named_when_it_comes_back() -> None:
+    store = table_store()
+    processor = BatchProcessor(Engine(), store, SETTINGS)
+    lines = session_lines()
+    processor.process(records("s1", lines[:3]), 1000.0)
+    assert processor.process([], 1000.0 + 3700, owned={2}, sweep=True).forgotten == 1
+    # a week later the mirror of the forgotten reply comes: nothing tells it is a copy
+    outputs = outputs_of(processor, records("s1", lines[3:4], first_offset=3), now=4800.0)
+    kinds = [orjson.loads(o.value)["kind"] for o in outputs if o.topic == SETTINGS.alerts_topic]
+    assert kinds == ["session_seen_midway"]
+
+
 def test_only_the_owner_of_a_partition_forgets_its_idle_sessions() -> None:
     store = table_store()
     processor = BatchProcessor(Engine(), store, SETTINGS)

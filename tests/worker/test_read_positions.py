@@ -67,6 +67,7 @@ def lane_over(below: Below, processed: list[tuple[int, int]]) -> LaneConsumer:
     lane.app = app
     lane._lane_app = lambda: app
     lane._passed_on, lane._handed, lane._positions = {}, {}, ReadPositions()
+    lane.lost, lane.given_up = set(), 0
     lane._unacked_messages = set()
     lane.flow_active, lane._below = True, below
     lane._stopped, lane._crashed = asyncio.Event(), asyncio.Event()  # should_stop: False
@@ -184,6 +185,31 @@ async def test_nothing_is_processed_of_a_partition_no_longer_owned():
     await drive(lane, 4)
     assert offsets_of(processed, 0) == [0, 1, 2, 3, 4]
     assert offsets_of(processed, 1) == []
+
+
+async def test_a_partition_given_up_is_neither_processed_nor_placed_again():
+    """Exactly once, a partition whose transactions are fenced is given up until the next
+    assignment (stream.worker.fencing): its records are skipped, not sought back to."""
+    below = Below(logs={P0: list(range(9)), P1: list(range(9))},
+                  committed={P0: 0, P1: 0}, fetch_at={P0: 0, P1: 0})
+    processed: list[tuple[int, int]] = []
+    lane = lane_over(below, processed)
+    rejoins: list[str] = []
+    lane.pause_partitions = lambda tps: None
+    lane.app.rebalancing = False
+
+    async def request_rejoin(consumer) -> None:
+        rejoins.append("rejoin")
+
+    await drive(lane, 2)  # placed, then 3 records of each
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(internals, "request_rejoin", request_rejoin)
+        await lane.lose({1})
+    seeks = len(below.seeks)
+    await drive(lane, 3)
+    assert offsets_of(processed, 0) == list(range(9))
+    assert offsets_of(processed, 1) == [0, 1, 2]
+    assert len(below.seeks) == seeks and rejoins == ["rejoin"] and lane.given_up == 1
 
 
 def test_positions_step_by_step():

@@ -1,9 +1,11 @@
 """`session-stream memory-writer`: one markdown memory file per session, from the clean topic.
 
 `--out DIR` consumes `session-events-clean` (or, for the demo's comparison, the raw input
-topic) in a consumer group and keeps `DIR/<session>.md`. `--compare RAW_DIR CLEAN_DIR` prints,
-per session, how many lines of each directory repeat an earlier line of the same file
-verbatim: the same sessions written from the raw topic and from the clean topic.
+topic) in a consumer group and keeps `DIR/<session>.md` (`DIR/<agent>/<session>.md` with
+`--per-agent`); `--workspaces` keeps each agent's sessions in its own OpenClaw workspace, in
+`memory/session-stream/`. `--compare RAW_DIR CLEAN_DIR` prints, per session, how many lines of
+each directory repeat an earlier line of the same file verbatim: the same sessions written from
+the raw topic and from the clean topic.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -18,16 +21,30 @@ from typing import TextIO
 from aiokafka.errors import KafkaError
 
 from stream.consumers.memory_writer.compare import duplicate_line_report, format_report
-from stream.consumers.memory_writer.consume import consume
+from stream.consumers.memory_writer.consume import RunStats, consume
 from stream.consumers.memory_writer.files import MemoryFolderError, MemoryWriter
+from stream.consumers.memory_writer.folders import (
+    AgentWorkspaces,
+    FolderPerAgent,
+    Folders,
+    OneFolder,
+)
 from stream.kafka.consumer import TopicMissing, cannot_read
 from stream.kafka.retry import quiet_client_logs
+from stream.openclaw import OpenClaw
+from stream.progress import Progress
 from stream.settings import Settings, add_options
+from stream.sources.publish import add_progress_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--out", metavar="DIR", help="directory of the memory files")
+    mode.add_argument(
+        "--workspaces", action="store_true",
+        help="each agent's sessions in its own OpenClaw workspace, in memory/session-stream "
+        "(the workspaces as OpenClaw's config names them)",
+    )
     mode.add_argument(
         "--compare",
         nargs=2,
@@ -41,8 +58,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="read the clean topic (default) or the raw input topic (for the comparison)",
     )
     parser.add_argument(
+        "--per-agent", action="store_true",
+        help="with --out: a folder per agent in DIR (DIR/<agent id>/<session>.md)",
+    )
+    parser.add_argument(
+        "--openclaw-state", type=Path, metavar="DIR",
+        help="with --workspaces: OpenClaw's state folder, holding openclaw.json (default: "
+        "$OPENCLAW_STATE_DIR, else ~/.openclaw)",
+    )
+    parser.add_argument(
         "--once", action="store_true", help="stop at the end of the topic instead of following it"
     )
+    add_progress_argument(parser)
     parser.add_argument(
         "--group",
         help="consumer group (default: <app-id>-memory-writer); its committed offsets say where "
@@ -62,26 +89,60 @@ def main(
         print(format_report(duplicate_line_report(*map(Path, args.compare))), file=stdout)
         return 0
     try:
-        writer = MemoryWriter(Path(args.out))
+        folders = _folders(args)
     except MemoryFolderError as error:
         print(f"session-stream memory-writer: --out {error}", file=stderr)
         return 2
-    logging.basicConfig(level=logging.WARNING,
+    # Its own progress lines; the Kafka client's group chatter only when something is wrong.
+    logging.basicConfig(level=logging.INFO,
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
     quiet_client_logs()
     settings = Settings.load(args)
     topic = settings.clean_topic if args.topic == "clean" else settings.input_topic
     group = args.group or f"{settings.app_id}-memory-writer"
+    progress = Progress(f"memory-writer into {folders.describe()}", args.progress_interval)
     try:
-        stats = asyncio.run(consume(settings, topic, writer, group, follow=not args.once))
+        stats = asyncio.run(_consume(settings, topic, MemoryWriter(folders), group,
+                                     follow=not args.once, progress=progress))
     except KeyboardInterrupt:
+        progress.stopped()
         return 0
     except (KafkaError, TopicMissing) as error:
         print(cannot_read(settings, topic, error), file=stderr)
         return 1
+    except MemoryFolderError as error:
+        print(f"session-stream memory-writer: {error}", file=stderr)
+        return 2
+    if not args.once:
+        progress.stopped()
     print(
         f"session-stream: {stats.lines} lines from {stats.records} records of {topic} "
-        f"written to {args.out}",
+        f"written to {folders.describe()}",
         file=stderr,
     )
     return 0
+
+
+def _folders(args: argparse.Namespace) -> Folders:
+    if args.workspaces:
+        return AgentWorkspaces(OpenClaw.at(args.openclaw_state))
+    if args.per_agent:
+        return FolderPerAgent(Path(args.out))
+    return OneFolder(Path(args.out))
+
+
+async def _consume(settings: Settings, topic: str, writer: MemoryWriter, group: str, *,
+                   follow: bool, progress: Progress) -> RunStats:
+    """Until the end of the topic (--once), or SIGTERM or SIGINT: a supervisor's stop ends
+    the batch in hand, whose lines are durable and committed, and the run says so."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(number, stop.set)
+    try:
+        return await consume(settings, topic, writer, group, follow=follow, stop=stop,
+                             progress=progress)
+    finally:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(number)

@@ -19,6 +19,7 @@ from aiokafka.errors import CommitFailedError, KafkaError
 from stream.consumers.memory_writer.files import MemoryWriter
 from stream.kafka.consumer import caught_up, make_consumer, topic_partitions
 from stream.kafka.retry import Backoff, curable, until_done
+from stream.progress import Progress
 from stream.settings import Settings
 
 POLL_MS = 500
@@ -57,12 +58,15 @@ async def consume(
     *,
     follow: bool,
     idle_timeout: float = IDLE_TIMEOUT,
+    stop: asyncio.Event | None = None,
+    progress: Progress | None = None,
 ) -> RunStats:
-    """Write the records of `topic` as a member of consumer group `group`.
+    """Write the records of `topic` as a member of consumer group `group`, until `stop` is set.
 
     Without `follow`, returns once every assigned partition is read to its end. A group that
-    has no committed offsets starts at the oldest record.
+    has no committed offsets starts at the oldest record. `progress` counts what is written.
     """
+    stop = stop or asyncio.Event()
     # Offsets are committed here, after the files are durable.
     consumer = make_consumer(settings, group, auto_offset_reset="earliest")
     stats = RunStats()
@@ -73,7 +77,9 @@ async def consume(
         loop = asyncio.get_running_loop()
         idle_since: float | None = None
         backoff = Backoff()
-        while True:
+        while not stop.is_set():
+            if progress is not None:
+                progress.add()  # the line is due by the clock too, records or none
             try:
                 batches = await consumer.getmany(timeout_ms=POLL_MS)
             except KafkaError as error:
@@ -87,22 +93,26 @@ async def consume(
                 continue
             backoff.reset()
             if batches:
-                stats.records += sum(map(len, batches.values()))
+                records = sum(map(len, batches.values()))
+                stats.records += records
                 # A session's records share a key, hence a partition, and come in order.
                 # The headers carry what the source knew of the session (its key, agent, the
                 # session it follows), for the file's header.
-                stats.lines += writer.write(
+                lines = writer.write(
                     (record.key.decode("utf-8", "replace"), record.value,
                      tuple(record.headers or ()))
                     for records in batches.values()
                     for record in records
                     if record.key is not None and record.value is not None
                 )
+                stats.lines += lines
                 # Only now, with the lines durable, may the group forget these records.
                 offsets = {tp: rs[-1].offset + 1 for tp, rs in batches.items()}
                 await until_done(lambda: _commit(consumer, offsets),  # noqa: B023 - awaited
                                  "committing the memory writer's offsets",
                                  broker=settings.bootstrap)
+                if progress is not None:
+                    progress.add(lines=lines, records=records)
                 idle_since = loop.time()
             elif follow:
                 continue
@@ -113,6 +123,7 @@ async def consume(
             elif (await caught_up(consumer, consumer.assignment())
                   or loop.time() - idle_since >= idle_timeout):
                 return stats
+        return stats
     finally:
         await consumer.stop()
 

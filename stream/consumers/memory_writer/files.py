@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from stream.consumers.memory_writer.index_format import FORMAT_FILE, INDEX_FORMAT
+from stream.consumers.memory_writer.folders import (
+    INDEX_DIR,
+    Folders,
+    MemoryFolderError,
+    OneFolder,
+)
+from stream.consumers.memory_writer.names import file_name
 from stream.consumers.memory_writer.render import (
     SessionFacts,
     day_of,
@@ -32,24 +37,13 @@ from stream.consumers.memory_writer.render import (
 )
 from stream.durable import fsync_folder
 from stream.engine.entry import Entry, MalformedEntry, parse
-from stream.engine.text import digest64
-from stream.formats import FormatTooNew
 from stream.kafka.producer import Headers
 
 # (session id, raw entry) or (session id, raw entry, the record's headers)
 Record = tuple[str, bytes] | tuple[str, bytes, Headers]
 
-INDEX_DIR = ".index"
 CACHED_SESSIONS = 1000  # sessions whose ids stay in memory between batches
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def file_name(session_id: str) -> str:
-    """A safe file name for a session id; ids that had to change get a hash against clashes."""
-    safe = _UNSAFE.sub("_", session_id)[:100]
-    if safe and safe == session_id and not safe.startswith("."):
-        return safe
-    return f"_{safe}-{digest64(session_id.encode('utf-8', 'surrogatepass')):016x}"
+__all__ = ["MemoryFolderError", "MemoryWriter", "file_name"]
 
 
 class SessionMemory:
@@ -151,62 +145,20 @@ def _append_durably(path: Path, data: bytes) -> None:
         fsync_folder(path.parent)
 
 
-class MemoryFolderError(ValueError):
-    """The folder named for the memory files cannot hold them; the message is one line."""
-
-
-def open_folder(out: Path) -> Path:
-    """Check that `out` can hold the memory files, creating it (not its parents) if missing.
-
-    The parents must exist: a missing one is most often a mistyped workspace, and memory
-    written where OpenClaw never looks would be lost to it silently.
-    """
-    out = Path(out)
-    if not out.exists():
-        if not out.parent.is_dir():
-            raise MemoryFolderError(f"{out}: {out.parent} does not exist (name an OpenClaw "
-                                    "workspace's memory folder, or a folder in "
-                                    "memory.search.extraPaths)")
-        try:
-            out.mkdir()
-        except OSError as error:
-            raise MemoryFolderError(f"{out}: cannot be created: {error.strerror}") from error
-    if not out.is_dir():
-        raise MemoryFolderError(f"{out}: is not a folder")
-    try:
-        (out / INDEX_DIR).mkdir(exist_ok=True)
-        probe = out / INDEX_DIR / f".probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as error:
-        raise MemoryFolderError(f"{out}: is not writable: {error.strerror}") from error
-    _name_index_format(out / INDEX_DIR / FORMAT_FILE)
-    return out
-
-
-def _name_index_format(path: Path) -> None:
-    """FormatTooNew for an index a later version wrote; else the folder names its format, so
-    that version can tell this one's index from its own."""
-    try:
-        text = path.read_text("ascii").strip()
-    except FileNotFoundError:
-        _append_durably(path, f"{INDEX_FORMAT}\n".encode("ascii"))
-        return
-    except (OSError, UnicodeDecodeError) as error:
-        raise MemoryFolderError(f"{path}: cannot be read: {error}") from error
-    if not text.isdigit():
-        raise MemoryFolderError(f"{path}: names no memory index format ({text[:40]!r})")
-    if int(text) > INDEX_FORMAT:
-        raise FormatTooNew("memory index", str(path.parent), int(text), INDEX_FORMAT)
-
-
 class MemoryWriter:
-    """Writes records to the memory files in `out`; knows nothing about Kafka."""
+    """Writes records to the memory files of `folders` (a path: all in that folder); knows
+    nothing about Kafka."""
 
-    def __init__(self, out: Path) -> None:
-        """MemoryFolderError when `out` cannot hold the files (see `open_folder`)."""
-        self.out = open_folder(out)
+    def __init__(self, folders: Path | Folders) -> None:
+        """MemoryFolderError when a folder cannot hold the files (see `folders.open_folder`)."""
+        self.folders = OneFolder(folders) if isinstance(folders, Path) else folders
         self._sessions: dict[str, SessionMemory] = {}
+
+    @property
+    def out(self) -> Path:
+        """The one folder, when there is one."""
+        assert isinstance(self.folders, OneFolder)
+        return self.folders.out
 
     def write(self, records: Iterable[Record]) -> int:
         """Write the lines of (session id, raw entry[, record headers]) records; durable when
@@ -223,8 +175,9 @@ class MemoryWriter:
                     entry = parse(raw)
                 except MalformedEntry:
                     continue  # the raw topic carries such lines; the worker dead-letters them
-                touched[session_id] = self._session(session_id)
-                touched[session_id].add(entry, _decoded(headers[0] if headers else ()))
+                decoded = _decoded(headers[0] if headers else ())
+                touched[session_id] = self._session(session_id, decoded)
+                touched[session_id].add(entry, decoded)
             for memory in touched.values():
                 written += memory.flush()
             # All flushed, so any session can go and be loaded from disk when it comes back;
@@ -238,12 +191,12 @@ class MemoryWriter:
             raise
         return written
 
-    def _session(self, session_id: str) -> SessionMemory:
+    def _session(self, session_id: str, headers: dict[str, str]) -> SessionMemory:
         memory = self._sessions.pop(session_id, None)
         if memory is None:
-            name = file_name(session_id)
-            memory = SessionMemory(session_id, self.out / f"{name}.md",
-                                   self.out / INDEX_DIR / f"{name}.ids")
+            name, folder = file_name(session_id), self.folders.folder_for(headers)
+            memory = SessionMemory(session_id, folder / f"{name}.md",
+                                   folder / INDEX_DIR / f"{name}.ids")
         self._sessions[session_id] = memory  # (re)inserted last: the most recently used
         return memory
 

@@ -175,9 +175,7 @@ def identities(ctx: Context) -> list[Identity]:
         if inbound is not None:
             found.append(Identity(SAME_INBOUND, INBOUND + inbound))
         else:
-            written = inbound_text.inbound_id(entry.visible_text)
-            if written is not None:
-                words = inbound_text.words_hash(entry.visible_text)
+            for written, words in inbound_text.inbound_messages(entry.visible_text):
                 found.append(Identity(SAME_INBOUND, INBOUND_TEXT + written, words))
     return found
 
@@ -193,6 +191,9 @@ def find(ctx: Context) -> Drop | None:
     if not found and not reports:
         return None
     use = IdentityUse()
+    # a wrapper of queued messages is a copy only when each of them is one
+    each = len(found) > 1 and entry.role == "user"
+    copied: list[str] = []
     for identity in found:
         record = ctx.recall(identity.slot)
         earlier, digest, stamp = _earlier(record, identity.is_call)
@@ -204,13 +205,21 @@ def find(ctx: Context) -> Drop | None:
             continue  # remembered before the index: nothing to compare with
         if (digest == identity.compared) if identity.compared else entry.same_message(digest,
                                                                                        stamp):
-            return Drop(identity.rule, earlier, True)
+            if not each:
+                return Drop(identity.rule, earlier, True)
+            copied.append(earlier)
+            continue
         token = identity.compared or entry.message_token[0]
         version = f"{IDENTITY_VERSION}{identity.slot}\x00{token:x}"
         kept = ctx.recall(version)
         if kept is not None and kept[1] != entry.id:
-            return Drop(identity.rule, kept[1], True)
+            if not each:
+                return Drop(identity.rule, kept[1], True)
+            copied.append(kept[1])
+            continue
         use.conflict(version, _kind(identity.rule), earlier)
+    if each and len(copied) == len(found):
+        return Drop(SAME_INBOUND, copied[0], True)
     if reports:
         drop = _announced_again(ctx, reports, use)
         if drop is not None:

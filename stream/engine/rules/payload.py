@@ -55,15 +55,17 @@ def rewrite_copy(ctx: Context) -> Drop | None:
     return None
 
 
-# `persisted_copy`: the same message persisted again anywhere in the session. A user message's
-# payload carries the millisecond it was received: nobody sends two at the same millisecond, so
-# the same payload is the same message written twice (a prompt replayed after an idle-timeout
-# abort, #95766 and #128472; a line of user turns re-appended after a compaction, #66443 and
-# #72511). A compaction carries its summary, `tokensBefore` and the boundary it keeps
-# (`firstKeptEntryId`): two with all of them equal compacted the same context, a clone (a genuine
-# second compaction has another boundary or count, #127436). Replies are not indexed by payload: a
-# reply is known by its provider's response id (rules/identities), and without one only its
-# placement (`rewrite_copy`) tells a rewrite's copy from a second model call.
+# `persisted_copy`: the same message persisted again anywhere in the session. A user message
+# carries the millisecond it was received: nobody sends two at the same millisecond, so the same
+# millisecond and the same words are the same message written twice (a prompt replayed after an
+# idle-timeout abort, #95766 and #128472; a line of user turns re-appended after a compaction,
+# #66443 and #72511; a release that rewrites the envelope around the words, which is why the
+# words are compared and not the payload). A compaction carries its summary, `tokensBefore` and
+# the boundary it keeps (`firstKeptEntryId`): two with all of them equal compacted the same
+# context, a clone (a genuine second compaction has another boundary or count, #127436). Replies
+# are not indexed by payload: a reply is known by its provider's response id (rules/identities),
+# and without one only its placement (`rewrite_copy`) tells a rewrite's copy from a second model
+# call.
 PERSISTED_COPY: Final[DropRule] = DropRule(
     kinds.PERSISTED_COPY,
     "the same message persisted again, same payload as entry",
@@ -82,11 +84,24 @@ def _boundary(entry: Entry) -> str:
     return kept if isinstance(kept, str) else ""
 
 
+def _slot(ctx: Context) -> str:
+    """Where a kept message's payload is remembered. A user message is known by the millisecond
+    it was received and the person's words (the text without OpenClaw's context blocks): a
+    prompt OpenClaw rendered again keeps both (#72012: 2026.4.24 rewrote each submitted prompt
+    without its sender block beside the first). One without a millisecond, and every message in
+    state format 3, is known by its bytes whole."""
+    entry = ctx.entry
+    stamp = entry.field("timestamp")
+    if entry.role != "user" or not ctx.indexes_identities or type(stamp) is not int:
+        return f"{PAYLOAD}{entry.payload_digest:x}"
+    return PAYLOAD + str(entry.words_digest ^ stamp)
+
+
 def persisted_copy(ctx: Context) -> Drop | None:
     entry = ctx.entry
     if not _indexed(entry):
         return None
-    seen = ctx.recall(f"{PAYLOAD}{entry.payload_digest:x}")
+    seen = ctx.recall(_slot(ctx))
     if seen is None or seen[1] == entry.id or seen[2] != _boundary(entry):
         return None
     return Drop(PERSISTED_COPY, seen[1])
@@ -96,7 +111,7 @@ def index_kept(ctx: Context) -> None:
     """A kept user message or compaction: what a copy of it would be compared with."""
     entry = ctx.entry
     if _indexed(entry):
-        ctx.remember(f"{PAYLOAD}{entry.payload_digest:x}", [entry.id, _boundary(entry)])
+        ctx.remember(_slot(ctx), [entry.id, _boundary(entry)])
 
 
 def find(ctx: Context) -> Drop | None:

@@ -1,5 +1,6 @@
 """The shape of the transcript tree and of tool calls: `dangling_parent`, `branch_fork`,
-`orphaned_tool_call` and `unknown_tool_result` (entry kept)."""
+`orphaned_tool_call` and `unknown_tool_result`, and a session met mid-way:
+`session_seen_midway` (entry kept)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,21 @@ from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.state import SessionState
 from stream.engine.stored import E_CHILD, TOOL_CALL
+
+
+def seen_midway(ctx: Context) -> None:
+    """The session's first entry seen is not its header, and nothing is known of it: a fresh
+    broker or state, a session the TTL forgot, or an excerpt. A copy of any earlier entry
+    cannot be recognised, so the session is named once rather than cleaned silently."""
+    entry = ctx.entry
+    ctx.alert(
+        kinds.SESSION_SEEN_MIDWAY,
+        f"session {ctx.session.id} is known from entry {entry.id} on, not from its header: "
+        "copies of its earlier entries cannot be recognised",
+        evidence={"first_entry_type": entry.type},
+        related=entry.id,
+        discriminator="midway",
+    )
 
 
 def dangling_parent(ctx: Context, parent: list | None) -> None:

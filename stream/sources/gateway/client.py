@@ -9,8 +9,9 @@ reference client does, silence for twice that closes the socket (code 4000) and 
 Failures are retried: a retryable `UNAVAILABLE` after its `retryAfterMs`, anything else with
 exponential backoff from 1 s to 30 s (the reference client's policy). Until the first
 `hello-ok`, a failure that lasts past the start-up deadline is final: `run` raises SourceError
-with one line naming the URL and the gateway's error code. Once connected, the client never
-gives up by itself: the source reads the store while the socket is down.
+with one line naming the URL and the gateway's error code; a deadline of 0 waits for ever
+(`session-stream up`: a gateway that boots late is waited for). Once connected, the client
+never gives up by itself: the source reads the store while the socket is down.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ class GatewayClient:
                 backoff.reset()  # it worked for a while: start the backoff over
                 self.connected = False
             wait = retry_after if retry_after is not None else backoff.next()
-            if not self.connections and time.monotonic() - started + wait > self.startup_deadline:
+            if (not self.connections and self.startup_deadline
+                    and time.monotonic() - started + wait > self.startup_deadline):
                 raise SourceError(
                     f"{problem}; gave up after the {self.startup_deadline:g} s start-up deadline"
                 )

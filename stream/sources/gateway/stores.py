@@ -12,21 +12,15 @@ A state folder that is not there is refused at start-up: that is a gateway on an
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from stream.openclaw import STORE_NAME, default_state_dir
 from stream.sources.publish import SourceError
 from stream.sources.transcript_store import agent_of_path
 
-STORE_NAME = "openclaw-agent.sqlite"
 AGENT_STORE = f"agent/{STORE_NAME}"  # under agents/<agent>/
-
-
-def default_state_dir() -> Path:
-    given = os.environ.get("OPENCLAW_STATE_DIR")
-    return Path(given).expanduser() if given else Path.home() / ".openclaw"
 
 
 @dataclass(frozen=True)

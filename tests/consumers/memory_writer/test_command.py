@@ -45,14 +45,15 @@ def test_out_or_compare_is_required() -> None:
 
 def test_a_folder_that_cannot_hold_the_files_is_refused_before_the_broker(tmp_path: Path) -> None:
     # no broker listens there: the folder is refused first, in one line
-    out = tmp_path / "no-workspace" / "memory"
+    out = tmp_path / "no-workspace" / "memory" / "session-stream"
     args = parse_args(["--out", str(out), "--broker", f"kafka://127.0.0.1:{free_port()}"])
     stderr = io.StringIO()
     assert mw.main(args, stderr=stderr) == 2
     assert stderr.getvalue() == (
-        f"session-stream memory-writer: --out {out}: {out.parent} does not exist (name an "
-        "OpenClaw workspace's memory folder, or a folder in memory.search.extraPaths)\n")
-    assert not out.parent.exists()
+        f"session-stream memory-writer: --out {out}: neither {out.parent} nor "
+        f"{out.parent.parent} exists (name a folder in an OpenClaw workspace's memory folder, "
+        "or a folder in memory.search.extraPaths)\n")
+    assert not out.parent.parent.exists()
 
 
 def test_an_unreachable_broker_is_reported(tmp_path: Path) -> None:

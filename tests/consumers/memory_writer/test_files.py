@@ -360,6 +360,14 @@ def test_a_missing_folder_is_created_when_its_parent_exists(tmp_path: Path) -> N
     assert mw.MemoryWriter(tmp_path / "memory").out.is_dir()
 
 
+def test_a_workspace_without_a_memory_folder_gets_one(tmp_path: Path) -> None:
+    """With the session-memory hook off, nothing made the workspace's memory/ folder."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    assert write(workspace / "memory" / "session-stream", [user("hello")]) == 1
+    assert (workspace / "memory" / "session-stream" / "s-1.md").is_file()
+
+
 def _a_file(path: Path) -> Path:
     path.write_text("")
     return path
@@ -368,7 +376,8 @@ def _a_file(path: Path) -> Path:
 @pytest.mark.parametrize(
     ("make", "problem"),
     [
-        (lambda tmp: tmp / "no-workspace" / "memory", "no-workspace does not exist"),
+        (lambda tmp: tmp / "no-workspace" / "memory" / "session-stream",
+         "no-workspace exists"),
         (lambda tmp: _a_file(tmp / "file"), "is not a folder"),
         (lambda tmp: Path("/proc/self"), "is not writable"),
         (lambda tmp: Path("/proc/self/memory"), "cannot be created"),

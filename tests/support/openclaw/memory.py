@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sqlite3
 import time
 from contextlib import closing
@@ -237,7 +238,7 @@ def documented_wiring(docs: Path) -> tuple[list[str], list[dict[str, Any]]]:
     wiring `docs` (docs/memory.md) tells a user to copy."""
     text = docs.read_text()
     blocks = re.findall(r"```(\w+)\n(.*?)```", text, flags=re.S)
-    commands = [line.split("#")[0].strip() for kind, body in blocks if kind == "sh"
+    commands = [line.split("  #")[0].strip() for kind, body in blocks if kind == "sh"
                 for line in body.splitlines() if line.startswith("openclaw ")]
     configs = [json.loads(body) for kind, body in blocks if kind == "json"]
     return commands, configs
@@ -245,13 +246,23 @@ def documented_wiring(docs: Path) -> tuple[list[str], list[dict[str, Any]]]:
 
 def apply_wiring(gateway: Gateway, docs: Path, out: Path) -> dict[str, Any]:
     """The documented wiring applied to a copy of the gateway's config by OpenClaw itself (its
-    `hooks disable`, its `config validate`); the config it leaves."""
+    `hooks disable` and `config set`, then its `config validate`); the config it leaves."""
     commands, configs = documented_wiring(docs)
     config = json.loads(gateway.config_path.read_text())
     for block in configs:
-        config["memory"] = {**config.get("memory", {}), **block["memory"]}
+        config = _merged(config, block)
     out.write_text(json.dumps(config, indent=2))
     for command in commands:
-        gateway.cli(*command.split()[1:], config=out)
+        gateway.cli(*shlex.split(command)[1:], config=out)
     gateway.cli("config", "validate", config=out)
     return json.loads(out.read_text())
+
+
+def _merged(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in more.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
