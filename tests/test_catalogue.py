@@ -110,7 +110,7 @@ def test_no_rule_is_numbered_in_the_code_the_docs_the_readme_or_the_schema() -> 
     # rules are named. The CHANGELOG's released sections are history and keep theirs.
     numbered = re.compile(r"\b(?:[Rr]ules?|[Dd]etections?) [0-9]{1,2}[a-z]?\b|\([0-9][a-z]\)")
     paths = [ROOT / "README.md", catalogue.SCHEMA, *(ROOT / "docs").glob("*.md"),
-             *(ROOT / "stream").rglob("*.py")]
+             *(ROOT / "stream").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
     texts = {str(path.relative_to(ROOT)): path.read_text() for path in paths}
     changelog = (ROOT / "CHANGELOG.md").read_text()
     texts["CHANGELOG.md (unreleased)"] = changelog.split("\n## ", 2)[1]
