@@ -87,7 +87,7 @@ def _final(text: str, send: str):
                   marker={"sourceMessageId": send}, api="openclaw-transcript")
 
 
-# --- `delivery_mirror_duplicate`: delivery_mirror_duplicate --------------------------------------
+# --- `delivery_mirror_duplicate` ------------------------------------------------------------------
 
 @pytest.mark.parametrize(
     "make_mirror",
@@ -190,7 +190,7 @@ def test_a_mirror_after_a_mirror_with_other_text_still_repeats_the_reply():
 
 
 @pytest.mark.parametrize("between", ["heartbeat", "announce", "forwarded"])
-def test_a_mirror_after_openclaw_s_own_input_still_repeats_the_reply(between):
+def test_64152_a_mirror_after_openclaw_s_own_input_still_repeats_the_reply(between):
     """A heartbeat, a completion announce or another session's send is OpenClaw's input, not
     a person's: a mirror after it that repeats the reply before it is a copy (#64152)."""
     provenance = {
@@ -471,7 +471,7 @@ def test_a_non_mirror_assistant_is_not_a_delivery_mirror():
 
 # --- channel finals that name no source (#126090, #121643): `uncorrelated_mirror_copy` -----------
 
-def test_a_channel_final_naming_no_source_below_its_reply_is_dropped():
+def test_126090_a_channel_final_naming_no_source_below_its_reply_is_dropped():
     """#126090, #121643: before 2026.9.6 every Telegram turn wrote a channel final naming only
     its send, parented to the reply it delivered (`api: "cli"` replies too)."""
     for api in ("anthropic-messages", "cli"):
@@ -482,7 +482,7 @@ def test_a_channel_final_naming_no_source_below_its_reply_is_dropped():
         assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_second_channel_final_below_the_first_is_another_send_and_kept():
+def test_126090_a_second_channel_final_below_the_first_is_another_send_and_kept():
     """The first, below the reply, is its delivery; a second one below it is a send of its
     own (#126090's near miss). Cleaned, it hangs below the reply, where a second cleaning
     would take it for the first: the one place `clean` is not idempotent (docs/rules.md)."""
@@ -495,7 +495,7 @@ def test_a_second_channel_final_below_the_first_is_another_send_and_kept():
     assert (alert.entry_id, alert.related_entry_id) == (second["id"], reply["id"])
 
 
-def test_a_channel_final_naming_no_source_elsewhere_is_kept_and_reported():
+def test_126090_a_channel_final_naming_no_source_elsewhere_is_kept_and_reported():
     reply = assistant(AGENDA)
     cache = custom()
     final = _final(AGENDA, "telegram-final:agent:main:main:t1:0")
@@ -507,7 +507,7 @@ def test_a_channel_final_naming_no_source_elsewhere_is_kept_and_reported():
 
 
 @pytest.mark.parametrize("case", ["named", "new-text", "media", "send-mirror", "identity"])
-def test_uncorrelated_final_near_misses_raise_nothing(case):
+def test_126090_uncorrelated_final_near_misses_raise_nothing(case):
     fields = {"__openclaw": {"mirrorIdentity": "run-1:assistant"}} if case == "identity" else {}
     reply = assistant(AGENDA, **fields)
     if case == "named":

@@ -80,7 +80,7 @@ def _silent_turn(opener: dict, limits=None):
 
 # --- heartbeat re-commit (#143787): `silent_turn_replay` -----------------------------------------
 
-def test_a_silent_heartbeat_turn_committing_the_previous_reply_again_drops_the_copy():
+def test_143787_a_silent_heartbeat_turn_committing_the_previous_reply_again_drops_the_copy():
     reply = assistant(AGENDA)
     silent = assistant("NO_REPLY")
     copy = _final(AGENDA, "hb-send-1")
@@ -91,7 +91,7 @@ def test_a_silent_heartbeat_turn_committing_the_previous_reply_again_drops_the_c
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_every_silent_heartbeat_that_commits_the_same_reply_again_is_dropped():
+def test_143787_every_silent_heartbeat_that_commits_the_same_reply_again_is_dropped():
     reply = assistant(AGENDA)
     copies = [_final(AGENDA, f"hb-send-{n}") for n in range(3)]
     items = [header(), user("What is on tomorrow?"), reply]
@@ -101,7 +101,7 @@ def test_every_silent_heartbeat_that_commits_the_same_reply_again_is_dropped():
     assert drops(verdicts) == {c["id"]: ("silent_turn_replay", reply["id"]) for c in copies}
 
 
-def test_the_delivered_mirror_of_the_previous_turn_is_what_a_heartbeat_copy_repeats():
+def test_143787_the_delivered_mirror_of_the_previous_turn_is_what_a_heartbeat_copy_repeats():
     reply = assistant(AGENDA)
     cache = custom()
     delivered = _final(AGENDA, "tg-1")  # below a custom entry, naming no source: kept
@@ -115,7 +115,7 @@ def test_the_delivered_mirror_of_the_previous_turn_is_what_a_heartbeat_copy_repe
     "case",
     ["alert-reply", "not-a-heartbeat", "tool-call", "media", "other-text", "before-silence"],
 )
-def test_heartbeat_near_misses_are_kept(case):
+def test_143787_heartbeat_near_misses_are_kept(case):
     reply = assistant(AGENDA)
     opener = user(HEARTBEAT) if case == "not-a-heartbeat" else _heartbeat()
     answer = {
@@ -156,14 +156,14 @@ def test_heartbeat_near_misses_are_kept(case):
          "tasks-5.12", "response-tool-8.1-9.3", "response-tool-5.7-7.35",
          "prompt-2.26-4.15-workspace-hint", "prompt-5.2-response-tool"],
 )
-def test_a_heartbeat_turn_known_by_its_text_replays_nothing(text):
+def test_143787_a_heartbeat_turn_known_by_its_text_replays_nothing(text):
     """Without `provenance`, a heartbeat user message is known as OpenClaw knows it, by its
     text: each release line's defaults since 2026.2 (docs/rules.md, "Heartbeats")."""
     verdicts, reply, copy = _silent_turn(user(text))
     assert drops(verdicts) == {copy["id"]: ("silent_turn_replay", reply["id"])}
 
 
-def test_a_configured_heartbeat_prompt_given_to_the_worker_opens_a_heartbeat_turn():
+def test_143787_a_configured_heartbeat_prompt_given_to_the_worker_opens_a_heartbeat_turn():
     prompt = "Check the inbox and the calendar. Say NO_REPLY when nothing changed."
     opener = user(prompt + "\nCurrent time: 08:00")
     verdicts, reply, copy = _silent_turn(opener, Limits(heartbeat_prompt=prompt + "  "))
@@ -185,6 +185,6 @@ def test_a_configured_heartbeat_prompt_given_to_the_worker_opens_a_heartbeat_tur
     ids=["quoted", "poll-with-more", "prompt-9.6-continued", "tasks-without-completion",
          "prompt-5.12-quoted", "other-release-prompt"],
 )
-def test_user_messages_that_only_look_like_a_heartbeat_are_kept(text):
+def test_143787_user_messages_that_only_look_like_a_heartbeat_are_kept(text):
     verdicts, _, copy = _silent_turn(user(text))
     assert copy["id"] not in drops(verdicts)

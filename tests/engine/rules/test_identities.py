@@ -105,9 +105,9 @@ def announce(session: str, result: str, runtime: str = "1m5s", stamp: str = "10:
             "A completed subagent task is ready for user delivery.")
 
 
-# --- #85937: a reply persisted twice, the copy parented to it: payload ---------------------------
+# --- #85937: a reply persisted twice, the copy parented to it: `same_response` --------------------
 
-def test_a_reply_persisted_twice_below_itself_is_dropped():
+def test_85937_a_reply_persisted_twice_below_itself_is_dropped():
     """#85937: every Gemini streamed reply was written again 1.5-3 s later, parented to the
     first: the same message (its bytes, numeric timestamp and responseId) persisted twice."""
     reply = _gemini_reply()
@@ -124,7 +124,7 @@ def test_a_reply_persisted_twice_below_itself_is_dropped():
 
 
 @pytest.mark.parametrize("change", ["another timestamp", "unstamped"])
-def test_a_reply_below_its_twin_stamped_anew_is_still_the_same_response(change):
+def test_85937_a_reply_below_its_twin_stamped_anew_is_still_the_same_response(change):
     """The message's own timestamp is not what a copy keeps: the response id and the message
     without it say it is the same model call's reply."""
     reply = _gemini_reply()
@@ -137,7 +137,7 @@ def test_a_reply_below_its_twin_stamped_anew_is_still_the_same_response(change):
     assert drops(verdicts) == {twin["id"]: ("same_response", reply["id"])}
 
 
-def test_a_reply_below_its_twin_from_another_model_call_is_kept():
+def test_85937_a_reply_below_its_twin_from_another_model_call_is_kept():
     reply = _gemini_reply()
     twin = copied(reply, reply["id"])
     twin["message"]["responseId"] = "resp_gm_2"
@@ -199,7 +199,7 @@ def test_a_reply_and_its_result_persisted_again_after_a_restore_are_dropped():
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_failed_row_and_its_retry_under_the_same_call_ids_are_both_kept_and_reported():
+def test_65924_a_failed_row_and_its_retry_under_the_same_call_ids_are_both_kept_and_reported():
     """#65924: the retry repeats the failed row's tool calls under the same ids."""
     failed = assistant("Checking.", tool_calls=[CALL], error="engine_overloaded")
     retry = assistant("Checking.", tool_calls=[CALL])
@@ -211,7 +211,7 @@ def test_a_failed_row_and_its_retry_under_the_same_call_ids_are_both_kept_and_re
 
 
 @pytest.mark.parametrize("call_id", ["functions.exec:0", "call_0"])
-def test_call_ids_a_provider_numbers_per_response_identify_nothing(call_id):
+def test_109443_call_ids_a_provider_numbers_per_response_identify_nothing(call_id):
     """#109443: providers that number their calls per response reuse `functions.exec:0`; the
     second turn's identical call and result are the model's own, not copies."""
     items = [header()]
@@ -281,7 +281,7 @@ def test_the_same_words_under_the_next_message_id_are_a_message_of_their_own():
     assert not drops(verdicts)
 
 
-def test_a_completion_announced_again_in_a_queued_wrapper_is_dropped():
+def test_17122_a_completion_announced_again_in_a_queued_wrapper_is_dropped():
     """#17122, #20202: delivered directly, then again under the queued-announce wrapper."""
     first = user(announce("0c0ffee0-aaaa", "3 errors found."),
                  provenance={"kind": "inter_session", "sourceTool": "subagent_announce"})

@@ -82,7 +82,7 @@ def stamped_with_response(item: dict, ms: int, response_id: str | None = None) -
     return item
 
 
-# --- `redelivery`: redelivery --------------------------------------------------------------------
+# --- `redelivery` ---------------------------------------------------------------------------------
 
 def test_redelivery_drops_the_same_entry_seen_again():
     u, a = user(), assistant(TEXT)
@@ -299,7 +299,7 @@ def test_a_redelivery_after_its_id_was_forgotten_is_kept_silently():
 
 # --- #134705: openclawStreamFallback rows of one message: `redelivery`'s conflict, both kept -----
 
-def test_a_stream_fallback_row_and_its_message_share_an_id_and_both_are_kept():
+def test_134705_a_stream_fallback_row_and_its_message_share_an_id_and_both_are_kept():
     """#134705: a non-streaming channel's reply of text + tool calls comes as two rows with one
     message id, responseId and timestamp: the text alone with `openclawStreamFallback`, and the
     thinking and tool calls with the text stripped (OpenClaw's display projection splits one
@@ -358,6 +358,9 @@ def test_a_stream_fallback_row_and_its_message_share_an_id_and_both_are_kept():
     assert all(a.severity is Severity.WARNING and a.action is Action.KEPT for a in conflicts)
     # the narration twice, in its text and its replacementText, and nowhere else
     assert sum(line.count(narration.encode()) for line in outputs(verdicts)) == 2
+
+
+# --- where a record was read: a replay is the same source again -----------------------------------
 
 
 def test_an_origin_digest_is_the_digest_of_the_origin_earlier_versions_stored():

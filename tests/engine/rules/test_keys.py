@@ -144,7 +144,7 @@ def _codex_row(turn: str = "turn-1", text: str = PROMPT, at: int = 1789100000040
     )
 
 
-# --- `idempotent_replay`: idempotent_replay ------------------------------------------------------
+# --- `idempotent_replay` --------------------------------------------------------------------------
 
 def test_idempotent_replay_drops_a_message_with_a_seen_key_and_content():
     first = user("send it", idempotency_key="msg-7f3a")
@@ -288,7 +288,7 @@ def test_a_dropped_message_leaves_its_idempotency_key_unused():
 
 # --- inbound user turn written twice (#115389, #116409, #126680): `idempotent_replay` ------------
 
-def test_a_sibling_copy_of_the_user_turn_is_dropped_and_its_reply_hangs_below_the_original():
+def test_115389_a_sibling_copy_of_the_user_turn_is_dropped_and_its_reply_hangs_below_the_original():
     """Two writers enrol one inbound: the copy (same key, same content, another id) is a
     sibling of the original, and the model answered below the copy. The reply must stay on
     the branch of the user's question, so it moves to the original, not to their parent."""
@@ -304,7 +304,7 @@ def test_a_sibling_copy_of_the_user_turn_is_dropped_and_its_reply_hangs_below_th
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_second_delivery_after_the_first_reply_keeps_both_replies_below_the_original():
+def test_126680_a_second_delivery_after_the_first_reply_keeps_both_replies_below_the_original():
     """#126680: the copy came after the first reply and got its own model call: both replies
     are real, and the second answers the same input, so it moves below the original."""
     original = user(AGENDA, idempotency_key="k:user")
@@ -327,7 +327,7 @@ def test_a_second_delivery_after_the_first_reply_keeps_both_replies_below_the_or
     ],
     ids=["plain-reply", "reply-with-thinking"],
 )
-def test_a_second_delivery_reply_with_the_first_text_and_zero_usage_is_kept(first):
+def test_126680_a_second_delivery_reply_with_the_first_text_and_zero_usage_is_kept(first):
     """The developers' note on #126680: the second delivery's reply repeats the first reply's
     text with a usage of zeros. With the user copy between them dropped it would look like
     the first reply's delivery receipt or cleaned child (`cleaned_child_duplicate`) or its echo
@@ -344,7 +344,7 @@ def test_a_second_delivery_reply_with_the_first_text_and_zero_usage_is_kept(firs
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_receipt_below_the_reply_to_a_second_delivery_is_still_dropped():
+def test_126680_a_receipt_below_the_reply_to_a_second_delivery_is_still_dropped():
     """The near miss: below the second delivery's reply, its own receipt is a copy."""
     original = user(AGENDA, idempotency_key="k:user")
     copy = user(AGENDA, idempotency_key="k:user")
@@ -368,7 +368,7 @@ def test_a_receipt_below_the_reply_to_a_second_delivery_is_still_dropped():
     ],
     ids=["other-key", "no-key", "other-text"],
 )
-def test_a_user_sending_again_is_never_a_copy(second):
+def test_115389_a_user_sending_again_is_never_a_copy(second):
     a0 = assistant("Hi! How can I help?")
     first = user(AGENDA, idempotency_key="k1:user")
     again = second(a0["id"])
@@ -376,9 +376,9 @@ def test_a_user_sending_again_is_never_a_copy(second):
     assert not drops(verdicts)
 
 
-# --- idle-timeout retry (#95766): `idempotent_replay`, and `retried_prompt` ----------------------
+# --- idle-timeout retry (#95766): `idempotent_replay` ---------------------------------------------
 
-def test_a_keyed_retry_after_an_idle_timeout_is_dropped_and_the_retry_reply_kept():
+def test_95766_a_keyed_retry_after_an_idle_timeout_is_dropped_and_the_retry_reply_kept():
     """Since the fix the harness moves back to the user's parent (a `leaf`) before the
     retry, so the replayed prompt is a sibling of the original: the reply moves to it."""
     a0 = assistant("Hi!")
@@ -395,7 +395,7 @@ def test_a_keyed_retry_after_an_idle_timeout_is_dropped_and_the_retry_reply_kept
 
 # --- subagent announce / settle-wake retries (#121187, #153417): `announce_retry_duplicate` ------
 
-def test_a_retried_settle_wake_with_the_same_content_is_dropped():
+def test_121187_a_retried_settle_wake_with_the_same_content_is_dropped():
     first = _wake(BASE)
     answer = assistant("The diagnostics finished.")
     retry1 = _wake(BASE + ":retry-1")
@@ -424,13 +424,13 @@ def test_a_retried_settle_wake_with_the_same_content_is_dropped():
     ],
     ids=["other-content", "other-batch", "not-an-announce", "no-retry-number", "other-path"],
 )
-def test_wake_near_misses_are_kept(key, text):
+def test_121187_wake_near_misses_are_kept(key, text):
     first = _wake(BASE) if not key.startswith("channel") else _wake("channel-final:m1:0")
     verdicts = run([header(), first, assistant("Done."), _wake(key, text)])
     assert not drops(verdicts)
 
 
-def test_the_user_turn_of_a_retried_settle_wake_is_dropped():
+def test_153417_the_user_turn_of_a_retried_settle_wake_is_dropped():
     """2026.9.6: the wake's key is the run id of the turn it starts, and the turn's user
     message is keyed `<runId>:user`, so a retry's ends `:retry-N:user`."""
     first = _wake(BASE + ":user")
@@ -442,7 +442,7 @@ def test_the_user_turn_of_a_retried_settle_wake_is_dropped():
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_the_aborted_partial_of_a_retried_wake_run_is_dropped():
+def test_153417_the_aborted_partial_of_a_retried_wake_run_is_dropped():
     """`captureAbortedPartial` keys the partial reply of a run `<runId>:assistant`."""
     partial = assistant("Checking the children", idempotency_key=BASE + ":assistant",
                         usage=zero_usage(), stop_reason="aborted")
@@ -464,14 +464,14 @@ def test_the_aborted_partial_of_a_retried_wake_run_is_dropped():
     ],
     ids=["other-content", "other-role-suffix", "first-without-turn-suffix", "other-batch"],
 )
-def test_retried_wake_turn_near_misses_are_kept(first_key, retry_key, text):
+def test_153417_retried_wake_turn_near_misses_are_kept(first_key, retry_key, text):
     verdicts = run([header(), _wake(first_key), assistant("Done."), _wake(retry_key, text)])
     assert not drops(verdicts)
 
 
 # --- #154253: terminal-error replays under one key: `idempotent_replay`, the key read per role ---
 
-def test_terminal_error_replays_under_one_key_are_dropped_once_per_role():
+def test_154253_terminal_error_replays_under_one_key_are_dropped_once_per_role():
     """#154253: thousands of identical user + empty `stopReason:"error"` pairs, the run's key on
     both (OpenClaw looks an assistant's key up among assistants, `scan-assistant`, and the user
     row stays the key's owner). Each copy is the same input under the same key: dropped."""
@@ -492,7 +492,7 @@ def test_terminal_error_replays_under_one_key_are_dropped_once_per_role():
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_user_and_its_reply_sharing_a_key_collide_with_nothing():
+def test_154253_a_user_and_its_reply_sharing_a_key_collide_with_nothing():
     """A run's reply carrying its user turn's key is no reuse of the key."""
     prompt = user("Run the weekly report.", idempotency_key="run-1:user")
     reply = assistant("Done: 14 rows.", idempotency_key="run-1:user")
@@ -501,7 +501,7 @@ def test_a_user_and_its_reply_sharing_a_key_collide_with_nothing():
     assert not alerts(verdicts, "idempotency_key_collision")
 
 
-def test_terminal_error_near_misses_are_kept():
+def test_154253_terminal_error_near_misses_are_kept():
     """Other words under the key are another input (a collision, kept); unkeyed prompts typed
     again are a person's, reported as retries; the failures themselves as a loop."""
     p1, f1 = _error_pair(0, "run-7f2:user")
@@ -524,7 +524,7 @@ def test_terminal_error_near_misses_are_kept():
 
 # --- #149430: a fallback-tainted turn re-run for the same inbound: the sends kept -----------------
 
-def test_a_rerun_of_the_same_inbound_drops_the_user_copies_and_keeps_every_send():
+def test_149430_a_rerun_of_the_same_inbound_drops_the_user_copies_and_keeps_every_send():
     """#149430: each recovery retry re-admits the same inbound under its key and the model
     sends the answer again through the message tool. The user copies are the same input; the
     sends are real messages a user received, so every one is kept where it was written."""
@@ -544,15 +544,15 @@ def test_a_rerun_of_the_same_inbound_drops_the_user_copies_and_keeps_every_send(
     assert_valid_tree(verdicts)
 
 
-def test_the_same_inbound_words_without_its_key_are_a_new_message():
+def test_149430_the_same_inbound_words_without_its_key_are_a_new_message():
     inbound = "Voice note: remind me to call the bank tomorrow at 9"
     verdicts = run([header(), user(inbound), *_send("Set."), user(inbound), *_send("Set.")])
     assert not drops(verdicts)
 
 
-# --- #141233: the Codex mirror writes the run's prompt again: keys, a run's two writers ----------
+# --- #141233: the Codex mirror writes the run's prompt again: `codex_prompt_mirror` ---------------
 
-def test_the_codex_mirror_of_the_runs_prompt_is_dropped_and_the_reply_hangs_below_the_original():
+def test_141233_the_codex_mirror_of_the_prompt_is_dropped_and_the_reply_hangs_below_the_original():
     http = _http_row()
     codex = _codex_row()
     reply = assistant("Three PRs are open: ...")
@@ -565,7 +565,7 @@ def test_the_codex_mirror_of_the_runs_prompt_is_dropped_and_the_reply_hangs_belo
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_the_http_row_written_after_the_codex_mirror_is_the_copy():
+def test_141233_the_http_row_written_after_the_codex_mirror_is_the_copy():
     codex = _codex_row()
     http = _http_row()
     reply = assistant("Three PRs are open: ...")
@@ -574,7 +574,7 @@ def test_the_http_row_written_after_the_codex_mirror_is_the_copy():
     assert parents(verdicts)[reply["id"]] == codex["id"]
 
 
-def test_every_run_keeps_one_prompt_when_a_person_sends_the_same_words_again():
+def test_141233_every_run_keeps_one_prompt_when_a_person_sends_the_same_words_again():
     first = [_http_row("chatcmpl-1:user"), _codex_row("turn-1"), assistant("Three PRs.")]
     second = [
         _http_row("chatcmpl-2:user", at=1789100060000),
@@ -588,7 +588,7 @@ def test_every_run_keeps_one_prompt_when_a_person_sends_the_same_words_again():
     }
 
 
-def test_the_same_words_through_the_codex_harness_after_the_answer_are_a_new_message():
+def test_141233_the_same_words_through_the_codex_harness_after_the_answer_are_a_new_message():
     """A run through a channel has one prompt row, the mirror's; the same words after the HTTP
     run was answered, with no HTTP row of their own, are a person's new message."""
     http, answer = _http_row(), assistant("Three PRs are open: ...")
@@ -598,7 +598,7 @@ def test_the_same_words_through_the_codex_harness_after_the_answer_are_a_new_mes
 
 
 @pytest.mark.parametrize("case", ["other words", "an unkeyed opener", "not a prompt identity"])
-def test_codex_prompt_near_misses_are_kept(case):
+def test_141233_codex_prompt_near_misses_are_kept(case):
     http, codex = _http_row(), _codex_row()
     if case == "other words":
         codex = _codex_row(text="Summarise the closed pull requests.")

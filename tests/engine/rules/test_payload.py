@@ -140,7 +140,7 @@ def _replay_at_the_root():
 # --- overflow-recovery and compaction rewrites (#89387, #115310): `rewrite_copy` -----------------
 
 @pytest.mark.parametrize("era", ["jsonl", "sqlite"])
-def test_a_rewrite_branch_drops_its_copies_and_keeps_the_new_entry(era):
+def test_89387_a_rewrite_branch_drops_its_copies_and_keeps_the_new_entry(era):
     originals = _session_with_a_large_result()
     envelope = {"appendMode": "side"} if era == "sqlite" else {}
     replacement, copies = _recovery(originals, **envelope)
@@ -166,7 +166,7 @@ def test_a_rewrite_branch_drops_its_copies_and_keeps_the_new_entry(era):
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_copied_unkeyed_user_message_is_a_rewrite_copy_too():
+def test_89387_a_copied_unkeyed_user_message_is_a_rewrite_copy_too():
     originals = _session_with_a_large_result()
     del originals[5]["message"]["idempotencyKey"]
     replacement, copies = _recovery(originals)
@@ -174,7 +174,7 @@ def test_a_copied_unkeyed_user_message_is_a_rewrite_copy_too():
     assert drops(verdicts)["U2"] == ("rewrite_copy", "u2")
 
 
-def test_a_compaction_copied_by_a_rewrite_is_dropped():
+def test_89387_a_compaction_copied_by_a_rewrite_is_dropped():
     originals = _session_with_a_large_result()
     compaction = entry("compaction", id="cp1", parent="c1", summary="Earlier: the log.",
                        firstKeptEntryId="a2", tokensBefore=91234, tokensAfter=1200)
@@ -188,7 +188,7 @@ def test_a_compaction_copied_by_a_rewrite_is_dropped():
     assert drops(verdicts)["A3"] == ("rewrite_copy", "a3")
 
 
-def test_identical_turns_one_below_the_other_are_two_turns():
+def test_89387_identical_turns_one_below_the_other_are_two_turns():
     """Replay-history keeps two adjacent identical replies: the second hangs below the first,
     not where a copy of the first would."""
     a = _stamped(assistant(AGENDA, id="a"), 1_796_100_004_000)
@@ -197,7 +197,7 @@ def test_identical_turns_one_below_the_other_are_two_turns():
 
 
 @pytest.mark.parametrize("change", ["usage", "unstamped", "elsewhere", "regenerated"])
-def test_rewrite_near_misses_are_kept(change):
+def test_89387_rewrite_near_misses_are_kept(change):
     originals = _session_with_a_large_result()
     replacement, copies = _recovery(originals)
     a2_copy = copies[0]
@@ -216,7 +216,7 @@ def test_rewrite_near_misses_are_kept(change):
 
 # --- the same message persisted again (#95766, #128472, #66443, #72511): `persisted_copy` --------
 
-def test_a_prompt_replayed_byte_for_byte_after_an_idle_timeout_is_dropped():
+def test_128472_a_prompt_replayed_byte_for_byte_after_an_idle_timeout_is_dropped():
     """#128472: an unkeyed prompt, an empty aborted reply, then the same `message` again, its
     numeric timestamp included: the same message persisted twice. The reply to the replay
     answers the original."""
@@ -235,7 +235,7 @@ def test_a_prompt_replayed_byte_for_byte_after_an_idle_timeout_is_dropped():
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_the_same_words_typed_again_after_an_idle_timeout_are_kept_and_reported():
+def test_95766_the_same_words_typed_again_after_an_idle_timeout_are_kept_and_reported():
     """A person sending the prompt again: a new timestamp, so another message."""
     original = _stamped(user(AGENDA), 1_796_200_001_000)
     again = _stamped(user(AGENDA), 1_796_200_090_000)
@@ -245,7 +245,7 @@ def test_the_same_words_typed_again_after_an_idle_timeout_are_kept_and_reported(
     assert alert.related_entry_id == original["id"]
 
 
-def test_a_line_of_copies_after_a_compaction_is_dropped():
+def test_66443_a_line_of_copies_after_a_compaction_is_dropped():
     """#66443, #72511: after a compaction the same user turns and compactions are appended
     again, each below the previous copy, only the ids new. The first user copy is the same
     message persisted again; what follows it stands beside its original (`rewrite_copy`)."""
@@ -272,7 +272,7 @@ def test_a_line_of_copies_after_a_compaction_is_dropped():
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_compaction_clones_each_below_the_previous_are_dropped():
+def test_72511_compaction_clones_each_below_the_previous_are_dropped():
     u1 = _stamped(user("read the log", id="u1", parent=None), 1_796_100_001_000)
     cp = _compaction("cp", "u1", first_kept="u1")
     clones = [{**cp, "id": "cp2", "parentId": "cp"}, {**cp, "id": "cp3", "parentId": "cp2"}]
@@ -284,7 +284,7 @@ def test_compaction_clones_each_below_the_previous_are_dropped():
 
 
 @pytest.mark.parametrize("change", ["boundary", "tokens", "summary"])
-def test_a_second_compaction_of_other_context_is_kept(change):
+def test_72511_a_second_compaction_of_other_context_is_kept(change):
     """#127436: two genuine compactions may share a summary text; their boundary or count
     differs."""
     u1 = _stamped(user("read the log", id="u1", parent=None), 1_796_100_001_000)
@@ -299,7 +299,7 @@ def test_a_second_compaction_of_other_context_is_kept(change):
     assert not drops(run([header(), u1, cp, second]))
 
 
-def test_a_reply_persisted_twice_in_a_line_is_not_dropped_by_its_payload_alone():
+def test_66443_a_reply_persisted_twice_in_a_line_is_not_dropped_by_its_payload_alone():
     """Replies are not indexed by payload: two identical replies one below the other are two
     turns to OpenClaw's replay (the peer case), wherever they hang."""
     a = _stamped(assistant(AGENDA, id="a"), 1_796_100_004_000)
@@ -318,7 +318,7 @@ _SENDER = (
 _WORDS = "[Sun 2026-04-26 16:48 GMT+8] if you see me say the same thing twice, reply 1"
 
 
-def test_a_prompt_rendered_again_without_its_sender_block_is_the_same_message():
+def test_72012_a_prompt_rendered_again_without_its_sender_block_is_the_same_message():
     """2026.4.24 wrote each prompt a second time, the same millisecond and words, its sender
     block left out, as a sibling of the first: the person sent it once."""
     first = _stamped(user(_SENDER + _WORDS, id="u1", parent="a0"), 1_777_193_287_000)
@@ -331,7 +331,7 @@ def test_a_prompt_rendered_again_without_its_sender_block_is_the_same_message():
 
 
 @pytest.mark.parametrize("near", ["another millisecond", "other words", "no millisecond"])
-def test_the_same_words_are_another_message_without_the_same_millisecond(near):
+def test_72012_the_same_words_are_another_message_without_the_same_millisecond(near):
     first = _stamped(user(_SENDER + _WORDS, id="u1", parent=None), 1_777_193_287_000)
     again = _stamped(user(_WORDS, id="u2", parent="a1"), 1_777_193_287_000)
     if near == "another millisecond":
@@ -346,7 +346,7 @@ def test_the_same_words_are_another_message_without_the_same_millisecond(near):
 
 # --- #73119: sessions_history writes every earlier message again as a branch: `rewrite_copy` -----
 
-def test_a_history_read_that_writes_every_message_again_from_the_root_is_dropped():
+def test_73119_a_history_read_that_writes_every_message_again_from_the_root_is_dropped():
     """#73119: a copy of every prior message as a new branch from the session's root: fresh
     ids, each message byte for byte with its `responseId`. The copies stand beside their
     originals, as a rewrite's do; a turn appended on the new branch moves to the originals."""
@@ -363,7 +363,7 @@ def test_a_history_read_that_writes_every_message_again_from_the_root_is_dropped
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_second_root_whose_messages_are_their_own_is_kept():
+def test_73119_a_second_root_whose_messages_are_their_own_is_kept():
     """The same words again from a new root, each message with a time of its own and each
     reply from a model call of its own (a session started over): nothing is a copy."""
     originals = _conversation()
@@ -376,7 +376,7 @@ def test_a_second_root_whose_messages_are_their_own_is_kept():
     assert not drops(verdicts)
 
 
-def test_a_second_root_with_a_message_of_its_own_is_the_rewritten_entry():
+def test_73119_a_second_root_with_a_message_of_its_own_is_the_rewritten_entry():
     """A new root with another message, then copies below it: the root is kept beside the
     first (as a rewrite's edited entry is), the copies below it are the rewrite's."""
     originals = _conversation()
@@ -389,7 +389,7 @@ def test_a_second_root_with_a_message_of_its_own_is_the_rewritten_entry():
     }
 
 
-def test_a_copy_of_the_root_below_a_dropped_replay_is_dropped_on_the_first_clean():
+def test_73119_a_copy_of_the_root_below_a_dropped_replay_is_dropped_on_the_first_clean():
     """Found by the property test: the root's copy, below a replay re-parented to the root,
     stands beside the root in the output, so `rewrite_copy` takes it now, not only when the output
     is cleaned again (where it is parentless)."""
@@ -403,7 +403,7 @@ def test_a_copy_of_the_root_below_a_dropped_replay_is_dropped_on_the_first_clean
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_reply_of_its_own_below_a_dropped_replay_is_kept_at_the_root():
+def test_73119_a_reply_of_its_own_below_a_dropped_replay_is_kept_at_the_root():
     _, originals, replay = _replay_at_the_root()
     own = stamped_with_response(assistant("Imported from the CLI.", parent=replay["id"]),
                                 1777300009000)
@@ -413,7 +413,10 @@ def test_a_reply_of_its_own_below_a_dropped_replay_is_kept_at_the_root():
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_queued_prompt_appended_again_byte_for_byte_is_the_same_message():
+# --- #83404: a queued prompt a fallback candidate persists again as it was: `persisted_copy` ------
+
+
+def test_83404_a_queued_prompt_appended_again_byte_for_byte_is_the_same_message():
     """#83404 when a candidate re-persists the queued message as it was (its numeric timestamp
     too): the same message persisted twice, `persisted_copy`'s evidence, and the reply moves
     below it."""

@@ -100,7 +100,7 @@ def raw_and_cleaned(text, thinking="Reasoning about the request."):
     return raw, cleaned
 
 
-# --- `cli_mirror_duplicate`: cli_mirror_duplicate ------------------------------------------------
+# --- `cli_mirror_duplicate` -----------------------------------------------------------------------
 
 def test_cli_mirror_duplicate_skips_non_message_entries():
     a = assistant(TEXT, thinking="thinking hard")
@@ -145,7 +145,7 @@ def test_cli_reply_with_new_text_is_kept():
     assert not drops(verdicts)
 
 
-# --- `cleaned_child_duplicate`: cleaned_child_duplicate ------------------------------------------
+# --- `cleaned_child_duplicate` --------------------------------------------------------------------
 
 def test_cleaned_child_duplicate_drops_the_text_only_child():
     a = assistant(TEXT, thinking="the raw reply carries its reasoning")
@@ -168,7 +168,7 @@ def test_cleaned_child_with_string_content_and_the_parents_usage_is_dropped():
     assert drops(verdicts) == {child["id"]: ("cleaned_child_duplicate", a["id"])}
 
 
-def test_a_child_billed_on_its_own_is_a_second_model_turn():
+def test_99504_a_child_billed_on_its_own_is_a_second_model_turn():
     """Same text, usage of its own: a second call that said the same, not a cleaned copy
     (OpenClaw's replay keeps adjacent identical turns with real usage, #99504)."""
     a = assistant(TEXT, thinking="reasoning")
@@ -246,7 +246,7 @@ def test_cleaned_child_rule_keeps_its_near_misses():
     assert not drops(run([header(), user(), a, assistant(TEXT, tool_calls=["c9"], usage=None)]))
 
 
-# --- `mistagged_echo`: mistagged_echo ------------------------------------------------------------
+# --- `mistagged_echo` -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("usage", ["absent", "zero", "identical"])
 def test_mistagged_echo_drops_an_echo_carrying_the_reply_metadata(usage):
@@ -333,7 +333,7 @@ def test_cleaned_child_under_a_dropped_mirror_is_dropped_in_the_first_pass():
 
 # --- a claude-cli turn written by two writers (#118185, #143106): `cli_aggregate_duplicate` ------
 
-def test_the_cli_record_joining_the_streamed_replies_is_dropped():
+def test_118185_the_cli_record_joining_the_streamed_replies_is_dropped():
     first, result, second = _streamed_turn()
     record = _cli_record(
         "Let me read the config file first.\n\nIt sets the port to 8080.")
@@ -353,14 +353,14 @@ def test_the_cli_record_joining_the_streamed_replies_is_dropped():
     ],
     ids=["one-of-them", "other-order", "other-words", "more-words"],
 )
-def test_a_cli_record_that_is_not_the_join_of_the_turns_replies_is_kept(text):
+def test_118185_a_cli_record_that_is_not_the_join_of_the_turns_replies_is_kept(text):
     first, result, second = _streamed_turn()
     verdicts = run([header(), user("What is in config.yaml?"), first, result, second,
                     _cli_record(text)])
     assert not drops(verdicts)
 
 
-def test_a_join_in_the_next_turn_or_by_another_writer_is_kept():
+def test_118185_a_join_in_the_next_turn_or_by_another_writer_is_kept():
     first, result, second = _streamed_turn()
     joined = "Let me read the config file first.\n\nIt sets the port to 8080."
     later = [user("Say it all again, please."), _cli_record(joined)]
@@ -370,7 +370,7 @@ def test_a_join_in_the_next_turn_or_by_another_writer_is_kept():
     assert not drops(verdicts)
 
 
-def test_a_retried_cli_run_under_its_own_key_is_kept():
+def test_118185_a_retried_cli_run_under_its_own_key_is_kept():
     """Two `cli-assistant:<runId>` records of one text are two runs; one without a key of its
     own after the first is the gap-fill copy (peer case cli-gap-fill)."""
     first = _cli_record(AGENDA, "run-1")
@@ -382,7 +382,7 @@ def test_a_retried_cli_run_under_its_own_key_is_kept():
 
 # --- a Claude CLI re-import after a resume (#136251): `cli_reimport_duplicate` -------------------
 
-def test_an_import_repeating_the_committed_cli_reply_is_dropped():
+def test_136251_an_import_repeating_the_committed_cli_reply_is_dropped():
     committed = _cli_record(AGENDA)
     imported = _imported(AGENDA)
     verdicts = run([header(), user(), committed, custom(), imported])
@@ -391,7 +391,7 @@ def test_an_import_repeating_the_committed_cli_reply_is_dropped():
     assert alert.evidence["imported_from"] == "claude-cli"
 
 
-def test_a_commit_after_its_import_is_the_cli_copy():
+def test_136251_a_commit_after_its_import_is_the_cli_copy():
     imported = _imported(AGENDA)
     committed = _cli_record(AGENDA)
     verdicts = run([header(), user(), imported, committed])
@@ -399,13 +399,16 @@ def test_a_commit_after_its_import_is_the_cli_copy():
 
 
 @pytest.mark.parametrize("case", ["next-turn", "other-text", "after-a-model-reply", "tools"])
-def test_import_near_misses_are_kept(case):
+def test_136251_import_near_misses_are_kept(case):
     reply = assistant(AGENDA) if case == "after-a-model-reply" else _cli_record(AGENDA)
     between = [user("And now?")] if case == "next-turn" else []
     text = "A different answer." if case == "other-text" else AGENDA
     imported = _imported(text, tool_calls=["c9"] if case == "tools" else ())
     verdicts = run([header(), user(), reply, *between, imported])
     assert imported["id"] not in drops(verdicts)
+
+
+# --- the four duplication shapes of the first real sessions (the seed cases a to d), end to end ---
 
 
 def test_a_two_turns_with_thinking_give_two_assistant_lines_not_four():

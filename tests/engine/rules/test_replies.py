@@ -87,7 +87,7 @@ def stamped_with_response(item: dict, ms: int, response_id: str | None = None) -
 QUEUED = "[Queued messages while agent was busy]\n\n---\nQueued #1\nalso check the staging logs"
 
 
-# --- `repetition_cascade`: repetition_cascade ----------------------------------------------------
+# --- `repetition_cascade` -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
     ("copies", "separator"),
@@ -138,7 +138,7 @@ def test_repetition_cascade_uses_the_configured_unit_length():
     assert the_alert(verdicts, "repetition_cascade").evidence == {"copies": 3, "unit_length": 18}
 
 
-# --- `duplicate_storm`: duplicate_storm ----------------------------------------------------------
+# --- `duplicate_storm` ----------------------------------------------------------------------------
 
 def test_duplicate_storm_is_raised_once_at_the_third_drop():
     items = [header()]
@@ -176,7 +176,7 @@ def test_duplicate_storm_rearms_after_ten_clean_replies(clean_replies, raised):
     assert len(alerts(verdicts, "duplicate_storm")) == raised
 
 
-# --- `consecutive_assistant`: consecutive_assistant ----------------------------------------------
+# --- `consecutive_assistant` ----------------------------------------------------------------------
 
 def test_consecutive_assistant_info_when_the_earlier_did_not_think():
     first, second = assistant("First reply."), assistant("Second reply.")
@@ -231,7 +231,7 @@ def test_mirrors_are_not_model_replies():
     assert "consecutive_assistant" not in alert_kinds(verdicts)
 
 
-# --- `thinking_rejection_loop`: thinking_rejection_loop ------------------------------------------
+# --- `thinking_rejection_loop` --------------------------------------------------------------------
 
 def test_thinking_rejection_loop_raised_once_per_loop():
     failures = [rejected() for _ in range(4)]
@@ -297,7 +297,7 @@ def test_prompt_errors_of_other_kinds_do_not_count():
     assert "thinking_rejection_loop" not in alert_kinds(run(items))
 
 
-# --- `error_loop`: error_loop --------------------------------------------------------------------
+# --- `error_loop` ---------------------------------------------------------------------------------
 
 def test_error_loop_after_three_equal_errors_raised_once():
     items, replies = failing_turns([AUTH] * 5)
@@ -329,7 +329,7 @@ def test_error_loop_is_broken_by_a_good_reply():
     assert "error_loop" not in alert_kinds(run(items + more[1:]))
 
 
-# --- `orphaned_tool_call`: orphaned_tool_call and unknown_tool_result ----------------------------
+# --- what every alert carries ---------------------------------------------------------------------
 
 def test_alerts_carry_no_text_unless_snippets_are_opted_into():
     items = [header(), user("q", parent=None), mirror("The secret plan is ready."),
@@ -342,9 +342,9 @@ def test_alerts_carry_no_text_unless_snippets_are_opted_into():
     assert with_snippet.message == plain[0].message
 
 
-# --- idle-timeout retry (#95766): `idempotent_replay`, and `retried_prompt` ----------------------
+# --- idle-timeout retry (#95766): `retried_prompt` ------------------------------------------------
 
-def test_an_unkeyed_prompt_repeated_after_an_empty_failure_is_kept_and_reported():
+def test_95766_an_unkeyed_prompt_repeated_after_an_empty_failure_is_kept_and_reported():
     original = user(AGENDA)
     aborted = _aborted()
     again = user(AGENDA)
@@ -366,19 +366,19 @@ def test_an_unkeyed_prompt_repeated_after_an_empty_failure_is_kept_and_reported(
     ],
     ids=["answered", "tool-call", "aborted-with-text", "nothing-between"],
 )
-def test_a_prompt_repeated_after_anything_but_an_empty_failure_is_not_a_retry(between):
+def test_95766_a_prompt_repeated_after_anything_but_an_empty_failure_is_not_a_retry(between):
     verdicts = run([header(), user(AGENDA), *between(), user(AGENDA)])
     assert not alerts(verdicts, "retried_prompt")
 
 
-def test_another_prompt_after_an_empty_failure_is_not_a_retry():
+def test_95766_another_prompt_after_an_empty_failure_is_not_a_retry():
     verdicts = run([header(), user(AGENDA), _aborted(), user("Never mind, what about Friday?")])
     assert not alerts(verdicts, "retried_prompt")
 
 
 # --- #83404: queued follow-ups re-appended by each fallback candidate: `retried_prompt` ----------
 
-def test_queued_prompts_appended_again_by_each_fallback_candidate_are_kept_and_reported():
+def test_83404_queued_prompts_appended_again_by_each_fallback_candidate_are_kept_and_reported():
     """#83404 (2026.5.x): each fallback candidate persisted the queued prompt again, without a
     key and at its own time, with an error stub between. Nothing tells them from a person
     sending the words again: kept, each reported as a retried prompt of the first."""

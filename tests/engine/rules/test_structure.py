@@ -90,7 +90,7 @@ def test_reparenting_skips_a_chain_of_dropped_entries():
     assert_valid_tree(verdicts)
 
 
-# --- `dangling_parent`: dangling_parent ----------------------------------------------------------
+# --- `dangling_parent` ----------------------------------------------------------------------------
 
 def test_dangling_parent_when_the_session_was_seen_from_its_start():
     orphan = assistant("Answer to a deleted question.", parent="76dd5055")
@@ -134,7 +134,7 @@ def test_dangling_parent_is_silent_after_forgetting():
     assert "dangling_parent" not in alert_kinds(run(items, limits=Limits(max_ids=4)))
 
 
-# --- `branch_fork`: branch_fork ------------------------------------------------------------------
+# --- `branch_fork` --------------------------------------------------------------------------------
 
 def test_branch_fork_on_a_second_child():
     a = assistant("Which one?")
@@ -175,7 +175,7 @@ def test_a_child_reparented_past_a_dropped_mirror_is_no_fork():
     assert "branch_fork" not in alert_kinds(verdicts)
 
 
-# --- `orphaned_tool_call`: orphaned_tool_call and unknown_tool_result ----------------------------
+# --- `orphaned_tool_call` and `unknown_tool_result` -----------------------------------------------
 
 def test_orphaned_tool_call_when_a_user_message_ends_the_turn():
     a = assistant("Checking two things.", tool_calls=["c1", "c2"])
@@ -224,7 +224,7 @@ def test_tool_result_of_a_known_call_or_of_an_unseen_start_is_not_unknown():
 
 # --- the tree around side entries and leaf controls (#100360) ------------------------------------
 
-def test_side_mirrors_and_leaf_controls_are_no_first_children():
+def test_100360_side_mirrors_and_leaf_controls_are_no_first_children():
     """A message-tool mirror written beside the branch, and the `leaf` that moves the branch
     back, take no entry's place: the next real entry below the reply is no fork."""
     reply = assistant(AGENDA, tool_calls=["call_m1"])
@@ -237,7 +237,7 @@ def test_side_mirrors_and_leaf_controls_are_no_first_children():
     assert not drops(verdicts)
 
 
-def test_an_entry_moved_around_a_dropped_copy_is_no_fork():
+def test_100360_an_entry_moved_around_a_dropped_copy_is_no_fork():
     """#126090's placement: the mirror hangs below the reply beside the cache-ttl entry, the
     next user turn below the mirror. Dropping the mirror moves that turn below the reply."""
     reply = assistant(AGENDA, __openclaw={"mirrorIdentity": "run-1:assistant"})
@@ -251,7 +251,7 @@ def test_an_entry_moved_around_a_dropped_copy_is_no_fork():
     assert not alerts(verdicts, "branch_fork")
 
 
-def test_a_real_fork_is_still_reported():
+def test_100360_a_real_fork_is_still_reported():
     reply = assistant(AGENDA)
     first = user("thanks")
     other = user("wait, one more thing", parent=reply["id"])
@@ -260,7 +260,7 @@ def test_a_real_fork_is_still_reported():
     assert alert.entry_id == other["id"]
 
 
-# --- session_seen_midway ------------------------------------------------------------------------
+# --- `session_seen_midway` ------------------------------------------------------------------------
 
 
 def test_a_session_first_seen_after_its_header_is_named_once():

@@ -46,9 +46,9 @@ def _answered_then_woken(second_text: str, wake: dict | None = None):
     return [header(), question, answer, wake or _wake(), repeat], answer, repeat
 
 
-# --- #156070: a codex-native completion wake repeats the final answer: detection -----------------
+# --- #156070: a Codex-native completion wake repeats the final answer: `repeated_answer` ----------
 
-def test_a_completion_wake_whose_reply_repeats_the_final_answer_is_kept_and_reported():
+def test_156070_a_completion_wake_whose_reply_repeats_the_final_answer_is_kept_and_reported():
     """#156070: the parent already consumed the child's result (wait_agent) and answered; the
     completion callback then opens a turn of its own and the model says it all again. That
     reply is a model call billed on its own (a model may restate on purpose), so it is kept."""
@@ -68,7 +68,7 @@ def test_a_completion_wake_whose_reply_repeats_the_final_answer_is_kept_and_repo
     "case",
     ["other words", "a person asks again", "an unkeyed wake", "another key family"],
 )
-def test_completion_wake_near_misses_raise_nothing(case):
+def test_156070_completion_wake_near_misses_raise_nothing(case):
     wake = None
     second = ANSWER
     if case == "other words":
