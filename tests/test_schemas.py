@@ -223,7 +223,7 @@ _CLOCK = itertools.count(1775362948629, 1000)
 
 def message(entry_id: str, parent: str | None, role: str, content: object, **fields) -> dict:
     # each message a second after the one before: the same text sent again is a new message,
-    # the same payload persisted again (rule 2c) is a copy
+    # the same payload persisted again (`persisted_copy`) is a copy
     body = {"role": role, "content": content, **fields, "timestamp": next(_CLOCK)}
     return entry("message", entry_id, parent, message=body)
 
@@ -371,7 +371,7 @@ SYNTHETIC: dict[str, tuple[set[str], list[dict | bytes]]] = {
             user("u1", None),
             reply("a1", "u1", TEXT, thinking="t"),
             custom("c1", "a1", "openclaw.cache-ttl", {"timestamp": 1, "provider": "anthropic"}),
-            # below the reply it echoes: one below the user message answers it (rule 6)
+            # below the reply it echoes: one below the user message answers it (`mistagged_echo`)
             reply("a2", "c1", TEXT, usage=None),
         ],
     ),

@@ -6,14 +6,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from stream.engine.entry import Entry
-from stream.engine.records import Action, Alert, Severity, Source, alert_id
-from stream.engine.state import (
-    IDENTITY_INDEX_FORMAT,
-    START_SEEN,
-    STATE_FORMAT,
-    Session,
-    SessionState,
-)
+from stream.engine.kinds import SESSION, AlertKind
+from stream.engine.records import Alert, Source, alert_id
+from stream.engine.state import START_SEEN, Session, SessionState
+from stream.engine.stored import IDENTITY_INDEX_FORMAT, STATE_FORMAT
 from stream.engine.text import normalized_prefix
 
 if TYPE_CHECKING:
@@ -35,7 +31,8 @@ class Limits:
     # characters of the entry's normalized text, as `evidence.snippet`.
     snippet_chars: int = 0
     # The heartbeat prompt OpenClaw is configured with, "" for the pinned releases' defaults:
-    # a user message with it opens a heartbeat turn (rule 3a) when it carries no provenance.
+    # a user message with it opens a heartbeat turn (`silent_turn_replay`) when it carries no
+    # provenance.
     heartbeat_prompt: str = ""
     # The state format the session's state is stored in: a worker writing an earlier format
     # during a rolling upgrade (`--upgrade-from`) remembers nothing that format lacks, so a
@@ -126,34 +123,33 @@ class Context:
 
     def alert(
         self,
-        kind: str,
-        severity: Severity,
+        kind: AlertKind,
         message: str,
         *,
         evidence: dict | None = None,
         related: str | None = None,
-        action: Action = Action.KEPT,
         discriminator: str = "",
         entry_id: str | None = None,
-        about_session: bool = False,
+        escalated: bool = False,
     ) -> Alert:
-        """An alert about this entry, or another one (`entry_id`); one `about_session` names
-        no entry (its `related` is the entry that raised it), so an entry that is also dropped
-        carries no second alert, and alerts with action "dropped" count the drops."""
-        entry_id = None if about_session else entry_id or self.entry.id
+        """An alert of a registered kind about this entry, or another one (`entry_id`); one
+        about the session names no entry (its `related` is the entry that raised it), so an
+        entry that is also dropped carries no second alert, and alerts with action "dropped"
+        count the drops. `escalated`: the kind's second severity applies."""
+        entry_id = None if kind.about == SESSION else entry_id or self.entry.id
         made = Alert(
             id=alert_id(
                 self.session.id,
-                kind,
+                kind.name,
                 entry_id or self.entry.id,
                 discriminator or f"{self.entry.fingerprint:x}",
             ),
-            kind=kind,
-            severity=severity,
+            kind=kind.name,
+            severity=kind.severity_of(escalated),
             session_id=self.session.id,
             entry_id=entry_id,
             related_entry_id=related,
-            action=action,
+            action=kind.action,
             message=message,
             evidence=self._with_snippet(evidence or {}, entry_id),
             source=self.source,

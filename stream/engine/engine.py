@@ -7,18 +7,18 @@ import traceback
 from typing import Final
 
 from stream.engine.context import Context, Limits
-from stream.engine.entry import SILENT_HASHES, Entry, MalformedEntry, parse, record_key
+from stream.engine.entry import Entry, MalformedEntry, parse, record_key
+from stream.engine.kinds import MALFORMED_ENTRY
 from stream.engine.records import (
     Action,
     Alert,
     DeadLetter,
-    Severity,
     Source,
     Verdict,
     alert_id,
 )
 from stream.engine.rules import (
-    catalogue,
+    copies,
     correlation,
     heartbeat,
     identity,
@@ -30,7 +30,6 @@ from stream.engine.rules import (
     wakes,
 )
 from stream.engine.rules.drops import Drop, drop_alert
-from stream.engine.rules.tree import E_CHILD, E_RELATED, E_RULE, E_SRC
 from stream.engine.state import (
     ASSISTANT,
     OTHER,
@@ -42,12 +41,12 @@ from stream.engine.state import (
     TOOL_RESULT,
     USER,
     Session,
-    SessionState,
     source_hash,
 )
+from stream.engine.stored import E_CHILD, E_RELATED, E_RULE, E_SRC
 from stream.engine.text import digest64
 
-DROP_RULES: Final = catalogue.DROP_RULES
+DROP_RULES: Final = copies.DROP_RULES
 
 
 class Engine:
@@ -91,7 +90,7 @@ class Engine:
         record = identity.entry_record(ctx)
         drop = identity.redelivery(ctx, record)
         if drop is None and record is None:
-            drop = catalogue.find_copy(ctx)
+            drop = copies.find_copy(ctx)
         if drop is not None:
             # a copy is remembered under its own id; the entry itself again (delivered again,
             # or rewritten in place) already is
@@ -145,7 +144,8 @@ class Engine:
             ctx.session.memory.put(record_key(parent_id), parent)
         elif parent_id is None and entry.type != "session" and _continues_branch(entry):
             tree.note_root(ctx)
-        # The entry it stands beside (rule 2b): copies of that entry's children may hang below it.
+        # The entry it stands beside (`rewrite_copy`): copies of that entry's children may hang
+        # below it.
         beside = tree.chain_original(ctx) if entry.type != "leaf" else None
         if (entry.role == "assistant" and not entry.is_mirror and entry.reply_text_hash
                 and ctx.indexes_identities):
@@ -222,92 +222,47 @@ def _output(ctx: Context, parent_id: str | None) -> bytes:
 
 
 def _advance_turn(ctx: Context) -> None:
-    """Record a kept message as the newest of its turn; a user message opens a new turn."""
+    """Record a kept message as the newest of its turn; a user message opens a new turn. What
+    only some rules read is theirs to keep (each module's `open_turn` and `note_reply`); the
+    latest message and reply are every rule's."""
     entry, state = ctx.entry, ctx.state
     if entry.message is None:
         return
     role = ROLE_CODES.get(entry.role or "", OTHER)
     if role == USER:
-        _open_turn(state, entry, ctx.limits.heartbeat_prompt, ctx.indexes_identities)
-    elif role == TOOL_RESULT and state.retry_hash:
-        _forget_retry(state)
+        _open_turn(ctx)
+    elif role == TOOL_RESULT:
+        replies.note_tool_result(state)
     state.last_role = role
-    # Only an assistant's text is ever compared with what follows (rule 4): tool results,
-    # often the longest texts, are not normalized or hashed at all.
+    # Only an assistant's text is ever compared with what follows (`cli_mirror_duplicate`):
+    # tool results, often the longest texts, are not normalized or hashed at all.
     state.last_text_hash = entry.text_hash if role == ASSISTANT else 0
     state.last_id = entry.id
-    state.last_cli = role == ASSISTANT and entry.api == "cli"
+    repetition.note_message(state, entry, role == ASSISTANT)
     if role != ASSISTANT:
         return
     if not entry.is_mirror:
-        _note_reply(state, entry)
-        if ctx.indexes_identities:
-            state.turn_sent = state.turn_sent or entry.calls_message_tool
-            state.person_answered = state.person_answered or bool(entry.reply_text_hash)
+        if not replies.note_reply(state, entry):
+            heartbeat.note_reply(state, entry)
+        correlation.note_reply(ctx)
     if entry.text_hash:
         state.latest_is_mirror = entry.is_mirror
         state.latest_text_hash = entry.text_hash if entry.is_mirror else entry.reply_text_hash
         state.latest_text_id = entry.id
         state.latest_mirrored = not entry.is_mirror and entry.mirror_identity is not None
-        state.latest_cli = state.last_cli
-        if not (entry.is_mirror or state.last_cli) and state.parts_length >= 0:
-            state.parts_crc, state.parts_length = entry.extend_crc(
-                state.parts_crc, state.parts_length
-            )
-            state.parts_count += 1
-    state.prev_id = entry.id
-    state.prev_text_hash = entry.text_hash
-    # The model and usage of a reply are compared only with what follows a reply that thought
-    # (rules 5 and 6 read them after `prev_thinking`): hashing them for every reply cost more
-    # than the turn's other fields together.
-    thought = entry.has_thinking
-    state.prev_thinking = thought
-    state.prev_model_hash = repetition.model_hash(entry) if thought else 0
-    state.prev_usage_hash = entry.usage_hash if thought else 0
-    state.prev_plain = entry.is_text_only and not entry.is_mirror
 
 
-def _open_turn(state: SessionState, entry: Entry, heartbeat_prompt: str,
-               since_format_4: bool) -> None:
-    # A heartbeat turn remembers the final reply of the turn before it (or the mirror that
-    # delivered it), or what an earlier heartbeat that stayed silent remembered: a silent
-    # turn delivers nothing of its own.
-    if state.heartbeat_silent and state.heartbeat_hash:
-        earlier_hash, earlier_id = state.heartbeat_hash, state.heartbeat_id
-    elif state.latest_text_hash in SILENT_HASHES:
-        earlier_hash, earlier_id = 0, None
-    else:
-        earlier_hash, earlier_id = state.latest_text_hash, state.latest_text_id
+def _open_turn(ctx: Context) -> None:
+    state, entry = ctx.state, ctx.entry
+    # what the turn before answered, read before its state is reset
+    earlier_hash, earlier_id = heartbeat.previous_answer(state)
     state.start_turn()
-    if since_format_4 and entry.from_person:
-        state.person_seq, state.person_answered = state.seq, False
-    if earlier_hash and heartbeat.opens_heartbeat_turn(entry, heartbeat_prompt):
-        state.heartbeat_hash, state.heartbeat_id = earlier_hash, earlier_id
-    key = entry.idempotency_key
-    if earlier_hash and key is not None and key.startswith(wakes.WAKE_PREFIX):
-        state.announce_hash, state.announce_id, state.announce_key = earlier_hash, earlier_id, key
-    text = entry.exact_text_hash
-    if text:
-        state.retry_hash, state.retry_id = text, entry.id
-
-
-def _note_reply(state: SessionState, entry: Entry) -> None:
-    """A model reply: an empty failure keeps the turn's prompt open for a retry, and a silent
-    one keeps a heartbeat turn silent; anything else ends both."""
-    if entry.is_error and not entry.text_hash and not entry.has_tool_calls:
-        state.retry_failed = bool(state.retry_hash)
-        return
-    if state.retry_hash:
-        _forget_retry(state)
-    if state.heartbeat_hash:
-        if entry.is_silent and not entry.has_tool_calls:
-            state.heartbeat_silent = True
-        else:
-            state.heartbeat_hash, state.heartbeat_id, state.heartbeat_silent = 0, None, False
-
-
-def _forget_retry(state: SessionState) -> None:
-    state.retry_hash, state.retry_id, state.retry_failed = 0, None, False
+    repetition.open_turn(state)
+    replies.open_turn(state, entry)
+    structure.open_turn(state)
+    correlation.open_turn(ctx)
+    heartbeat.open_turn(state, entry, earlier_hash, earlier_id, ctx.limits.heartbeat_prompt)
+    wakes.open_turn(state, entry, earlier_hash, earlier_id)
 
 
 def _is_final_reply(entry: Entry) -> bool:
@@ -343,13 +298,13 @@ def dead_letter_verdict(session_id: str, raw: bytes, source: Source, reason: str
 
 def _malformed_alert(session_id: str, raw: bytes, source: Source, reason: str) -> Alert:
     return Alert(
-        id=alert_id(session_id, "malformed_entry", None, f"{digest64(raw):x}"),
-        kind="malformed_entry",
-        severity=Severity.WARNING,
+        id=alert_id(session_id, MALFORMED_ENTRY.name, None, f"{digest64(raw):x}"),
+        kind=MALFORMED_ENTRY.name,
+        severity=MALFORMED_ENTRY.severity,
         session_id=session_id,
         entry_id=None,
         related_entry_id=None,
-        action=Action.DEAD_LETTERED,
+        action=MALFORMED_ENTRY.action,
         message=f"dead-lettered a record of {len(raw)} bytes: {reason}",
         evidence={"reason": reason, "bytes": len(raw)},
         source=source,

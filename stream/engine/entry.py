@@ -11,6 +11,7 @@ import orjson
 import xxhash
 
 from stream.engine import inbound_text
+from stream.engine.stored import ENTRY
 from stream.engine.text import (
     SLICE_CHARS,
     XXH3_64,
@@ -97,7 +98,7 @@ def _loads(raw: bytes) -> object:
 
 def record_key(entry_id: str | None) -> str:
     """The memory key of an entry's remembered record ("" for none)."""
-    return "e:" + entry_id if entry_id is not None else ""
+    return ENTRY + entry_id if entry_id is not None else ""
 
 
 def parse(raw: bytes) -> Entry:

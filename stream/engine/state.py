@@ -16,12 +16,6 @@ from mypy_extensions import mypyc_attr
 # The engine's module constants are Final: compiled, they become C constants instead of
 # lookups in the module's dict.
 
-# The format of the state and memory this version stores (CHANGELOG.md, docs/upgrading.md):
-# 4 added the identity index (its memory keys, a tool call's message digest) and the state of
-# mirrors compared with the session (`turn_sent`, `person_seq`, `person_answered`).
-STATE_FORMAT: Final = 4
-IDENTITY_INDEX_FORMAT: Final = 4
-
 # Message roles as small ints keep the serialized state short.
 NONE: Final = 0
 USER: Final = 1
@@ -44,30 +38,37 @@ FAIL_PROMPT: Final = 2
 FAIL_MERGED: Final = 3
 
 
+# The fields are stored by position (`to_list`, FIELD_NAMES): an older release reads them during
+# a rolling upgrade, so their order is a stored format (stream/engine/stored.py) and new ones go
+# last. Which module reads and writes a field is not its place: each field says its owner, the
+# engine's turn (`_advance_turn`) or the one rule module that keeps it (its `open_turn` and
+# `note_reply`, or the rule itself).
 @dataclass(slots=True)
 class SessionState:
     seq: int = 0
     origin: int = 0
     position: int = -1
     start: int = START_UNKNOWN
-    positional_alerted: bool = False
-    # the current turn; latest_text_*: the latest kept assistant with visible text, a model
-    # reply (then the hash is its `reply_text_hash`) or a mirror
+    positional_alerted: bool = False  # rules/keys
+    # the engine's turn, which every rule reads; latest_text_*: the latest kept assistant with
+    # visible text, a model reply (then the hash is its `reply_text_hash`) or a mirror
     latest_text_hash: int = 0
     latest_text_id: str | None = None
     last_role: int = NONE
     last_text_hash: int = 0
     last_id: str | None = None
+    # rules/repetition: the turn's previous assistant
     prev_id: str | None = None
     prev_text_hash: int = 0
     prev_model_hash: int = 0  # 0 unless prev_thinking: nothing reads it then
     prev_thinking: bool = False
     prev_usage_hash: int = 0  # 0 unless prev_thinking, as prev_model_hash
+    # rules/replies (`consecutive_assistant`): the turn's latest model reply
     reply_id: str | None = None
     reply_thinking: bool = False
     reply_error: bool = False
-    pending_calls: list[list] = field(default_factory=list)
-    # loops and storms across turns
+    pending_calls: list[list] = field(default_factory=list)  # rules/structure
+    # rules/replies: loops and storms across turns
     storm_window: int = 0
     storm_armed: bool = True
     storm_clean: int = 0
@@ -78,35 +79,37 @@ class SessionState:
     error_count: int = 0
     error_alerted: bool = False
     # Fields added later go last: a state stored by an earlier version loads with their defaults.
-    prev_plain: bool = False
+    prev_plain: bool = False  # rules/repetition
     latest_is_mirror: bool = False
     latest_mirrored: bool = False  # the latest is a reply that declares a mirror identity
     turn_seq: int = 0  # the seq of the message that opened the turn
-    # CRC-32 and byte length of the turn's model replies with text, normalized and joined by
-    # a space, and how many they are, for a record that repeats them joined
-    # (`cli_aggregate_duplicate`); length -1 once a reply was too long to follow
+    # rules/repetition: CRC-32 and byte length of the turn's model replies with text,
+    # normalized and joined by a space, and how many they are, for a record that repeats them
+    # joined (`cli_aggregate_duplicate`); length -1 once a reply was too long to follow
     parts_crc: int = 0
     parts_length: int = 0
     parts_count: int = 0
-    last_cli: bool = False  # the last message is an `api: "cli"` assistant
-    latest_cli: bool = False  # the latest model reply with text is an `api: "cli"` one
+    last_cli: bool = False  # rules/repetition: the last message is an `api: "cli"` assistant
+    latest_cli: bool = False  # rules/repetition: the latest reply with text is one
     # The fields below keep their defaults most of the time, and a stored state leaves out its
     # trailing defaults: a session pays for them only while they hold something.
-    # the user message that opened the turn, until a reply that is not an empty failure
+    # rules/replies (`retried_prompt`): the user message that opened the turn, until a reply
+    # that is not an empty failure
     retry_hash: int = 0
     retry_id: str | None = None
     retry_failed: bool = False  # an empty aborted or failed reply came since
-    # in a heartbeat turn: the previous turn's final reply, and whether a silent one came since
+    # rules/heartbeat, read by `silent_turn_replay`: in a heartbeat turn, the previous turn's
+    # final reply, and whether a silent one came since
     heartbeat_hash: int = 0
     heartbeat_id: str | None = None
     heartbeat_silent: bool = False
-    # in a turn opened by a completion wake (an `announce:` key): the previous turn's final
-    # reply, and the wake's key, until a reply repeats it (`repeated_answer`)
+    # rules/wakes: in a turn opened by a completion wake (an `announce:` key), the previous
+    # turn's final reply, and the wake's key, until a reply repeats it (`repeated_answer`)
     announce_hash: int = 0
     announce_id: str | None = None
     announce_key: str | None = None
-    # a model reply of the turn sent a message through OpenClaw's `message` tool: a mirror in
-    # the turn may record that send rather than copy a reply
+    # rules/correlation (format 4): a model reply of the turn sent a message through OpenClaw's
+    # `message` tool, so a mirror in the turn may record that send rather than copy a reply
     turn_sent: bool = False
     # the seq of the latest user message a person sent (not OpenClaw's own input: a heartbeat,
     # a wake, an announce, another session's send)
@@ -124,33 +127,12 @@ class SessionState:
         self.position = position
 
     def start_turn(self) -> None:
+        """The turn's own fields anew; each rule's `open_turn` resets the fields it owns."""
         self.turn_seq = self.seq
         self.latest_text_hash = 0
         self.latest_text_id = None
         self.latest_is_mirror = False
         self.latest_mirrored = False
-        self.prev_id = None
-        self.prev_text_hash = 0
-        self.prev_model_hash = 0
-        self.prev_thinking = False
-        self.prev_usage_hash = 0
-        self.prev_plain = False
-        self.reply_id = None
-        self.pending_calls = []
-        self.parts_crc = 0
-        self.parts_length = 0
-        self.parts_count = 0
-        self.latest_cli = False
-        self.retry_hash = 0
-        self.retry_id = None
-        self.retry_failed = False
-        self.heartbeat_hash = 0
-        self.heartbeat_id = None
-        self.heartbeat_silent = False
-        self.announce_hash = 0
-        self.announce_id = None
-        self.announce_key = None
-        self.turn_sent = False
 
     def to_list(self) -> list:
         """The fields in order, without the trailing ones that hold their defaults: they load

@@ -25,7 +25,7 @@ from typing import Final
 import msgpack
 import orjson
 
-from stream.engine.state import STATE_FORMAT
+from stream.engine.stored import STATE_FORMAT
 from stream.formats import FormatTooNew
 
 # The formats this version writes: the current one, and the one each earlier release reads

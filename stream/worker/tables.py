@@ -17,20 +17,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from stream.engine import SessionState
-from stream.engine.state import FIELD_NAMES, IDENTITY_INDEX_FORMAT
+from stream.engine.stored import STATE_FIELDS
 from stream.worker import codec
 
 _SEP = b"\x00"
-# 0.1.0 loads a stored state into the fields it knew by position, through `heartbeat_silent`,
-# and starts a session whose state holds more values afresh: format 1 holds no more. The state
-# of a turn a completion wake opened, which 0.2.0 added after them, is lost with them (a
-# `repeated_answer` missed) rather than the whole session (its redeliveries kept).
-_FORMAT_1_FIELDS: Final = FIELD_NAMES.index("heartbeat_silent") + 1
-# 0.2.0 and 0.3.0 load a stored state into the fields they knew, through `announce_key`, and
-# start a session whose state holds more afresh: formats 2 and 3 hold no more. A worker writing
-# them runs without what format 4 added, which it may still find in a state a newer worker
-# wrote mid-upgrade.
-_FORMAT_3_FIELDS: Final = FIELD_NAMES.index("announce_key") + 1
 # The first state format whose stored session can hold the session's memory.
 _INLINE_FORMAT: Final = 3
 # A session's memory lives in its stored value until it holds more than this many values, then
@@ -53,11 +43,12 @@ class StoredSession:
     memory: dict[str, list] | None = None
 
     def to_bytes(self, state_format: int = codec.STATE_FORMAT) -> bytes:
+        # An earlier format holds fewer fields (stored.STATE_FIELDS): 0.1.0 loses the state of
+        # a turn a completion wake opened (a `repeated_answer` missed) rather than the whole
+        # session (its redeliveries kept); a worker writing formats 2 and 3 runs without what
+        # format 4 added, which it may still find in a state a newer worker wrote mid-upgrade.
         state = self.state.to_list()
-        if state_format == 1:
-            del state[_FORMAT_1_FIELDS:]
-        elif state_format < IDENTITY_INDEX_FORMAT:
-            del state[_FORMAT_3_FIELDS:]
+        del state[STATE_FIELDS[state_format]:]
         value: list = [int(self.touched), self.partition, state]
         if self.memory is not None:
             value.append(codec.pack_memory(self.memory))

@@ -383,7 +383,7 @@ def test_same_input_twice_gives_identical_output_and_alert_ids(lines):
 @SETTINGS
 @given(session_lines(reuse_ids=False))
 def test_cleaning_a_cleaned_session_drops_nothing_more(lines):
-    """Without ids reused for other content: see test_drop_rules for the two known gaps then.
+    """Without ids reused for other content: see rules/test_identity.py for the two known gaps then.
     The one shape docs/rules.md names may be dropped the second time, and by its rule only."""
     first = clean(lines)
     once = outputs(first)
@@ -402,7 +402,7 @@ def test_cleaning_a_cleaned_session_drops_nothing_more(lines):
 def _second_sends_below_a_dropped_first(lines, verdicts) -> set[str]:
     """Kept mirrors that name only their own send and hang below a mirror dropped as the
     reply's delivery: another send (#23's near miss), which as cleaned hangs below the reply,
-    where a second cleaning takes it for the first (docs/rules.md, rule 3)."""
+    where a second cleaning takes it for the first (docs/rules.md, `delivery_mirror_duplicate`)."""
     parsed = [_object(raw) for raw in lines]
     first_sends = {
         value["id"]

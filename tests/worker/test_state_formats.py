@@ -1,9 +1,9 @@
-"""State formats across an upgrade (CHANGELOG.md, docs/upgrading.md): the state 0.1.0 and 0.2.0
-wrote is read and upgraded in place, a redelivery across the upgrade is still dropped as one, a
-worker upgrading from a release writes what that release wrote, and a format newer than this
-version reads is refused.
+"""State formats across an upgrade (CHANGELOG.md, docs/upgrading.md): the state 0.1.0, 0.2.0
+and 0.3.0 wrote is read and upgraded in place, a redelivery across the upgrade is still dropped
+as one, a worker upgrading from a release writes what that release wrote, and a format newer
+than this version reads is refused.
 
-tests/data/state-format-1 and state-format-2 hold the changelog records older commits wrote for
+tests/data/state-format-1, -2 and -3 hold the changelog records older commits wrote for
 the first half of the fixture sessions (tests/data/README.md says how they were made)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 import stream
-from stream.engine import Engine
+from stream.engine import Engine, SessionState, stored
 from stream.formats import FormatTooNew, state_format_for, upgrade_from
 from stream.worker import codec
 from stream.worker.processor import BatchProcessor
@@ -38,6 +38,8 @@ LAST_FORMAT_1 = FORMAT_1 / "a76737c.changelog.jsonl"
 OLD_FINGERPRINT = FORMAT_1 / "1955465.changelog.jsonl"
 # The last commit that wrote format 2 (0.2.0): every memory value in the memory table.
 LAST_FORMAT_2 = DATA / "state-format-2" / "29b7df1.changelog.jsonl"
+# The last commit that wrote format 3 (0.3.0): a small session's memory in its own value.
+LAST_FORMAT_3 = DATA / "state-format-3" / "2825abc.changelog.jsonl"
 
 
 def _session_ids(store: TableStore) -> set[str]:
@@ -101,7 +103,8 @@ def test_upgrade_from_refuses_a_release_it_does_not_know() -> None:
         upgrade_from("0.4")
 
 
-@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, LAST_FORMAT_2], ids=lambda p: p.stem)
+@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, LAST_FORMAT_2, LAST_FORMAT_3],
+                         ids=lambda p: p.stem)
 def test_the_state_of_the_last_commit_of_a_format_continues_as_an_uninterrupted_run(
         changelog: Path) -> None:
     first, rest = fixture_halves()
@@ -118,7 +121,8 @@ def test_the_state_of_the_last_commit_of_a_format_continues_as_an_uninterrupted_
     assert _session_ids(upgraded) == _session_ids(uninterrupted)
 
 
-@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, OLD_FINGERPRINT, LAST_FORMAT_2],
+@pytest.mark.parametrize("changelog",
+                         [LAST_FORMAT_1, OLD_FINGERPRINT, LAST_FORMAT_2, LAST_FORMAT_3],
                          ids=lambda p: p.stem)
 def test_an_entry_redelivered_across_the_upgrade_is_dropped_as_a_redelivery(
         changelog: Path) -> None:
@@ -143,6 +147,59 @@ def test_a_worker_upgrading_from_0_2_writes_what_0_2_0_wrote() -> None:
 
     assert [(r.key, r.value) for r in written] == [
         fixture.decoded(orjson.loads(line)) for line in LAST_FORMAT_2.read_bytes().splitlines()]
+
+
+def test_a_worker_upgrading_from_0_3_writes_what_0_3_0_wrote() -> None:
+    first, _ = fixture_halves()
+
+    written = process(new_store(state_format=3), fixture.records(first)).changelog
+
+    assert [(r.key, r.value) for r in written] == [
+        fixture.decoded(orjson.loads(line)) for line in LAST_FORMAT_3.read_bytes().splitlines()]
+
+
+def _written(store: TableStore) -> tuple[dict[str, list], list[list]]:
+    """Every memory value the store holds, by its key, and every stored state."""
+    memory = {key.split(b"\x00", 1)[1].decode(): codec.unpack(value)
+              for key, value in store._memory.items()}
+    states = []
+    for value in store._sessions.values():
+        session = StoredSession.from_bytes(value)
+        memory.update(session.memory or {})
+        states.append(codec.unpack(value)[2])
+    return memory, states
+
+
+def _prefix(key: str) -> str:
+    return max((prefix for prefix in stored.INTRODUCED if key.startswith(prefix)), key=len)
+
+
+@pytest.mark.parametrize("state_format", [1, 2, 3])
+def test_a_worker_writing_an_earlier_format_writes_nothing_format_4_added(
+        state_format: int) -> None:
+    # Format 1 is format 2 untagged: 0.1.0 reads the keys 0.2.0 added (test_format_1_reader.py).
+    first, rest = fixture_halves()
+    later, again = after_the_first_part(first, rest)
+    store = store_after(first, state_format)
+    process(store, later + again)
+    newest = store_after(first)
+    process(newest, later + again)
+
+    memory, states = _written(store)
+    newest_memory, _ = _written(newest)
+
+    assert {stored.INTRODUCED[_prefix(key)] for key in newest_memory} >= {1, 2, 4}
+    assert {stored.INTRODUCED[_prefix(key)] for key in memory} <= {1, 2}
+    assert max(len(state) for state in states) <= stored.STATE_FIELDS[state_format]
+    calls = [value for key, value in memory.items() if key.startswith(stored.TOOL_CALL)]
+    assert calls and {len(value) for value in calls} == {2}  # [seq, issuing reply id]
+
+
+def test_the_state_fields_each_format_holds_end_where_its_release_knew_them() -> None:
+    names = SessionState.__dataclass_fields__
+    assert list(names)[stored.STATE_FIELDS[1] - 1] == "heartbeat_silent"
+    assert list(names)[stored.STATE_FIELDS[3] - 1] == "announce_key"
+    assert stored.STATE_FIELDS[stored.STATE_FORMAT] == len(names)
 
 
 def test_a_worker_upgrading_from_0_1_writes_what_0_1_0_reads() -> None:
@@ -223,7 +280,8 @@ def test_bytes_in_no_format_are_left_to_the_reader_that_starts_them_afresh() -> 
     codec.check(b"\x00garbage", "a changelog")  # no refusal: not a newer format
 
 
-@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, LAST_FORMAT_2], ids=lambda p: p.stem)
+@pytest.mark.parametrize("changelog", [LAST_FORMAT_1, LAST_FORMAT_2, LAST_FORMAT_3],
+                         ids=lambda p: p.stem)
 def test_sessions_an_older_release_wrote_are_forgotten_when_idle(changelog: Path) -> None:
     store = new_store(fixture.read_changelog(changelog))
     written = _session_ids(store)

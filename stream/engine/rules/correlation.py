@@ -1,7 +1,7 @@
 """Evidence: a copy that says what it copies. A transcript-only mirror carries the correlation
 of what it delivered (`openclawDeliveryMirror.sourceAssistantMessageId`, a send of its own, the
-reply its `parentId` names); what it is compared with follows from that. Rules 3 and 3a, and
-detection 16.
+reply its `parentId` names); what it is compared with follows from that: `silent_turn_replay`,
+`delivery_mirror_duplicate`, and the detection `uncorrelated_mirror_copy`.
 
 A rule of this evidence is a function `(ctx) -> Drop | None` that `find` tries in order on a
 mirror with text (the only entries this evidence judges); its `DropRule` goes into `RULES` at
@@ -12,21 +12,20 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import record_key
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule, text_evidence
-from stream.engine.rules.tree import E_REPLY_TEXT, E_RULE, output_parent
+from stream.engine.rules.tree import output_parent
+from stream.engine.stored import E_REPLY_TEXT, E_RULE, REPLY_TEXT
 
 DELIVERY_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
-    "delivery_mirror_duplicate",
-    Severity.INFO,
+    kinds.DELIVERY_MIRROR_DUPLICATE,
     "transcript-only mirror repeats assistant",
     lambda entry: {**text_evidence(entry), "model": entry.provider_model[1]},
 )
 SILENT_TURN_REPLAY: Final[DropRule] = DropRule(
-    "silent_turn_replay",
-    Severity.WARNING,
+    kinds.SILENT_TURN_REPLAY,
     "mirror in a heartbeat turn that stayed silent repeats the previous turn's reply",
     lambda entry: {**text_evidence(entry), "model": entry.provider_model[1]},
 )
@@ -73,14 +72,13 @@ def delivery_mirror_duplicate(ctx: Context) -> Drop | None:
     return _reply_above(ctx)
 
 
-# A kept model reply, by the text a mirror of it repeats: "X:<reply text hash>" -> [seq, reply
-# id] of the latest such reply. Replies that call tools count too: OpenClaw delivers the text
-# before a tool call as a block of its own, and mirrors each delivery.
-_REPLY_TEXT: Final = "X:"
+# A kept model reply, by the text a mirror of it repeats (stored.REPLY_TEXT): the latest such
+# reply. Replies that call tools count too: OpenClaw delivers the text before a tool call as a
+# block of its own, and mirrors each delivery.
 
 
 def _reply_slot(text_hash: int) -> str:
-    return f"{_REPLY_TEXT}{text_hash:x}"
+    return f"{REPLY_TEXT}{text_hash:x}"
 
 
 def index_reply(ctx: Context) -> None:
@@ -161,8 +159,7 @@ def uncorrelated_mirror_copy(ctx: Context) -> None:
     if state.latest_is_mirror or not entry.text_hash or entry.text_hash != state.latest_text_hash:
         return
     ctx.alert(
-        "uncorrelated_mirror_copy",
-        Severity.INFO,
+        kinds.UNCORRELATED_MIRROR_COPY,
         f"kept {entry.id}: a channel final naming no source repeats reply {state.latest_text_id}",
         evidence={**text_evidence(entry), "idempotency_key": entry.idempotency_key},
         related=state.latest_text_id,
@@ -183,3 +180,23 @@ def find(ctx: Context) -> Drop | None:
 
 
 RULES: Final[tuple[DropRule, ...]] = (SILENT_TURN_REPLAY, DELIVERY_MIRROR_DUPLICATE)
+
+
+# What a mirror that records no send of its own is compared with (format 4): whether a reply of
+# the turn sent a message through OpenClaw's `message` tool, the latest message a person sent,
+# and whether a reply answered it.
+
+
+def open_turn(ctx: Context) -> None:
+    state = ctx.state
+    state.turn_sent = False
+    if ctx.indexes_identities and ctx.entry.from_person:
+        state.person_seq, state.person_answered = state.seq, False
+
+
+def note_reply(ctx: Context) -> None:
+    if not ctx.indexes_identities:
+        return
+    state, entry = ctx.state, ctx.entry
+    state.turn_sent = state.turn_sent or entry.calls_message_tool
+    state.person_answered = state.person_answered or bool(entry.reply_text_hash)

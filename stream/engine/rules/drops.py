@@ -7,18 +7,24 @@ from dataclasses import dataclass
 
 from stream.engine.context import Context
 from stream.engine.entry import Entry
-from stream.engine.records import Action, Alert, Severity
+from stream.engine.kinds import AlertKind
+from stream.engine.records import Alert
 
 
 @dataclass(frozen=True, slots=True)
 class DropRule:
-    name: str
-    severity: Severity
+    # its registered definition (stream/engine/kinds.py), whose action is `dropped`
+    kind: AlertKind
+    # what its alert's message says the copy is, before the id of the entry it repeats
     describe: str
     evidence: Callable[[Entry], dict]
     # Its copies take the place of the entry they repeat: what hangs below one is re-parented
     # to that entry, not to the copy's nearest kept ancestor.
     stands_in: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.kind.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +38,10 @@ class Drop:
 def drop_alert(ctx: Context, drop: Drop) -> Alert:
     """The one alert of a dropped entry; a function of the entry alone, so replays rebuild it."""
     return ctx.alert(
-        drop.rule.name,
-        drop.rule.severity,
+        drop.rule.kind,
         f"dropped {ctx.entry.id}: {drop.rule.describe} {drop.related}",
         evidence=drop.rule.evidence(ctx.entry),
         related=drop.related,
-        action=Action.DROPPED,
     )
 
 

@@ -1,4 +1,4 @@
-"""Which user message opens a heartbeat turn, as OpenClaw itself tells.
+"""Which user message opens a heartbeat turn, as OpenClaw itself tells, and what the turn keeps.
 
 A heartbeat or wake that OpenClaw wrote with `provenance.sourceTool: "heartbeat"` says so.
 Without provenance, OpenClaw recognises such a message by its text (`isHeartbeatUserMessage`
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from stream.engine.entry import Entry
+from stream.engine.entry import SILENT_HASHES, Entry
+from stream.engine.state import SessionState
 
 # INTERNAL_WAKE_TRANSCRIPT_PROMPTS (2026.9.5+; 2026.4.29-2026.9.3 write only the first): the
 # text a wake's user message is persisted with.
@@ -137,3 +138,38 @@ def _message_text(content: object) -> str:
             if isinstance(text, str):
                 parts.append(text)
     return "".join(parts)
+
+
+# A heartbeat turn's state, which `silent_turn_replay` reads: the final reply of the turn before
+# it (or the mirror that delivered it), and whether its model stayed silent so far.
+
+
+def previous_answer(state: SessionState) -> tuple[int, str | None]:
+    """What the turn before answered: its final reply (or the mirror that delivered it), or
+    what an earlier heartbeat that stayed silent remembered: a silent turn delivers nothing of
+    its own."""
+    if state.heartbeat_silent and state.heartbeat_hash:
+        return state.heartbeat_hash, state.heartbeat_id
+    if state.latest_text_hash in SILENT_HASHES:
+        return 0, None
+    return state.latest_text_hash, state.latest_text_id
+
+
+def open_turn(state: SessionState, entry: Entry, earlier_hash: int, earlier_id: str | None,
+              configured: str) -> None:
+    state.heartbeat_silent = False
+    if earlier_hash and opens_heartbeat_turn(entry, configured):
+        state.heartbeat_hash, state.heartbeat_id = earlier_hash, earlier_id
+    else:
+        state.heartbeat_hash, state.heartbeat_id = 0, None
+
+
+def note_reply(state: SessionState, entry: Entry) -> None:
+    """A model reply that is not an empty failure: a silent one keeps a heartbeat turn silent,
+    anything else ends it."""
+    if not state.heartbeat_hash:
+        return
+    if entry.is_silent and not entry.has_tool_calls:
+        state.heartbeat_silent = True
+    else:
+        state.heartbeat_hash, state.heartbeat_id, state.heartbeat_silent = 0, None, False

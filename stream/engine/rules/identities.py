@@ -24,43 +24,46 @@ from __future__ import annotations
 
 from typing import Final
 
-from stream.engine import inbound_text
+from stream.engine import inbound_text, kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
+from stream.engine.stored import (
+    ANNOUNCE,
+    IDENTITY_VERSION,
+    INBOUND,
+    INBOUND_TEXT,
+    RESPONSE,
+    TOOL_CALL,
+    TOOL_RESULT,
+)
 
 SAME_RESPONSE: Final[DropRule] = DropRule(
-    "same_response",
-    Severity.INFO,
+    kinds.SAME_RESPONSE,
     "the provider's response persisted again, as entry",
     lambda entry: {"response_id": entry.response_id, "digest": _digest(entry)},
     stands_in=True,
 )
 SAME_TOOL_CALLS: Final[DropRule] = DropRule(
-    "same_tool_calls",
-    Severity.INFO,
+    kinds.SAME_TOOL_CALLS,
     "a reply issuing the same tool calls persisted again, as entry",
     lambda entry: {"tool_call_ids": own_call_ids(entry), "digest": _digest(entry)},
     stands_in=True,
 )
 SAME_TOOL_RESULT: Final[DropRule] = DropRule(
-    "same_tool_result",
-    Severity.INFO,
+    kinds.SAME_TOOL_RESULT,
     "the result of the same call persisted again, as entry",
     lambda entry: {"tool_call_id": entry.tool_call_id, "digest": _digest(entry)},
     stands_in=True,
 )
 SAME_ANNOUNCE: Final[DropRule] = DropRule(
-    "same_announce",
-    Severity.INFO,
+    kinds.SAME_ANNOUNCE,
     "the same completion announced again, as entry",
     lambda entry: {"sessions": len(inbound_text.announces(entry.visible_text))},
     stands_in=True,
 )
 SAME_INBOUND: Final[DropRule] = DropRule(
-    "same_inbound",
-    Severity.INFO,
+    kinds.SAME_INBOUND,
     "the channel's inbound message delivered again, as entry",
     lambda entry: {"digest": _digest(entry)},
     stands_in=True,
@@ -73,20 +76,9 @@ RULES: Final[tuple[DropRule, ...]] = (
     SAME_ANNOUNCE,
 )
 
-# Memory: "R:<responseId>", "T:<issuing reply id>\0<toolCallId>", "M:<route>\0<message id>" ->
-# [seq, message digest, stamp, entry id]; "N:<route and id as the text gives them>" -> [seq,
-# words hash, None, entry id]; "A:<child session>\0<report hash>" -> [seq, report hash, None,
-# entry id] (`Entry.message_token`: a stamped message's payload
-# digest and stamp, an unstamped one's digest and None); a reply's tool calls live in
-# structure's "t:<toolCallId>" -> [seq, reply id, digest, stamp]. "V:<slot>\0<digest hex>" ->
-# [seq, entry id] for each other message kept under an identity, so its copies are found too.
-_RESPONSE: Final = "R:"
-_RESULT: Final = "T:"
-_INBOUND: Final = "M:"
-_INBOUND_TEXT: Final = "N:"
-_ANNOUNCE: Final = "A:"
-_CALL: Final = "t:"
-_VERSION: Final = "V:"
+# Its memory keys and their values are stored.py's (format 4): a message's digest and stamp are
+# `Entry.message_token` (a stamped message's payload digest and stamp, an unstamped one's digest
+# and None); a reply's tool calls live in structure's `TOOL_CALL` records.
 
 # The ids providers give a call once are long: Anthropic's `toolu_` and OpenAI's `call_` ids
 # carry 24 random characters, OpenAI's `fc_` more, Gemini's its name and the millisecond. The
@@ -138,8 +130,7 @@ class IdentityUse:
             ctx.remember(slot, [entry.id])
         for kind, earlier in self.conflicts:
             ctx.alert(
-                "identity_conflict",
-                Severity.WARNING,
+                kinds.IDENTITY_CONFLICT,
                 f"kept {entry.id}: its {kind} identity was seen on entry {earlier} with "
                 "another message",
                 evidence={"identity": kind, "digest": f"{entry.message_token[0]:016x}"},
@@ -171,21 +162,21 @@ def identities(ctx: Context) -> list[Identity]:
     if entry.role == "assistant" and not entry.is_mirror:
         response_id = entry.response_id
         if response_id is not None:
-            found.append(Identity(SAME_RESPONSE, _RESPONSE + response_id))
+            found.append(Identity(SAME_RESPONSE, RESPONSE + response_id))
         for call_id in own_call_ids(entry):
-            found.append(Identity(SAME_TOOL_CALLS, _CALL + call_id, is_call=True))
+            found.append(Identity(SAME_TOOL_CALLS, TOOL_CALL + call_id, is_call=True))
     elif entry.role == "toolResult" and entry.tool_call_id is not None:
         call_id = entry.tool_call_id
-        issuer = ctx.recall(_CALL + call_id)
+        issuer = ctx.recall(TOOL_CALL + call_id)
         issued_by = issuer[1] if issuer is not None else ""
-        found.append(Identity(SAME_TOOL_RESULT, f"{_RESULT}{issued_by}\x00{call_id}"))
+        found.append(Identity(SAME_TOOL_RESULT, f"{TOOL_RESULT}{issued_by}\x00{call_id}"))
     elif entry.role == "user":
         inbound = entry.inbound_identity
         if inbound is not None:
-            found.append(Identity(SAME_INBOUND, _INBOUND + inbound))
+            found.append(Identity(SAME_INBOUND, INBOUND + inbound))
         else:
             for written, words in inbound_text.inbound_messages(entry.visible_text):
-                found.append(Identity(SAME_INBOUND, _INBOUND_TEXT + written, words))
+                found.append(Identity(SAME_INBOUND, INBOUND_TEXT + written, words))
     return found
 
 
@@ -219,7 +210,7 @@ def find(ctx: Context) -> Drop | None:
             copied.append(earlier)
             continue
         token = identity.compared or entry.message_token[0]
-        version = f"{_VERSION}{identity.slot}\x00{token:x}"
+        version = f"{IDENTITY_VERSION}{identity.slot}\x00{token:x}"
         kept = ctx.recall(version)
         if kept is not None and kept[1] != entry.id:
             if not each:
@@ -244,7 +235,7 @@ def _announced_again(ctx: Context, reports: list[tuple[str, int]],
     next run names the same session and reports otherwise: a completion of its own."""
     earlier: list[str] = []
     for session, report in reports:
-        slot = f"{_ANNOUNCE}{session}\x00{report:x}"
+        slot = f"{ANNOUNCE}{session}\x00{report:x}"
         record = ctx.recall(slot)
         if record is None or record[3] == ctx.entry.id:
             use.remember(slot, report)

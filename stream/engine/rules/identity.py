@@ -9,23 +9,21 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.rules.keys import key_slot
-from stream.engine.rules.tree import E_FP, E_SRC
+from stream.engine.stored import E_FP, E_SRC, VERSION
 from stream.engine.text import digest64
 
 REDELIVERY: Final[DropRule] = DropRule(
-    "redelivery",
-    Severity.INFO,
+    kinds.REDELIVERY,
     "same id and same bytes as entry",
     lambda entry: {"fingerprint": f"{entry.fingerprint:016x}"},
 )
 REWRITTEN_IN_PLACE: Final[DropRule] = DropRule(
-    "rewritten_in_place",
-    Severity.INFO,
+    kinds.REWRITTEN_IN_PLACE,
     "the same message rewritten in place, with its id, key, role and content, as entry",
     lambda entry: {"fingerprint": f"{entry.fingerprint:016x}",
                    "idempotency_key": entry.idempotency_key},
@@ -55,15 +53,14 @@ def redelivery(ctx: Context, record: list | None) -> Drop | None:
     if record[E_FP] == ctx.entry.fingerprint or record[E_FP] == legacy_fingerprint(ctx.entry):
         return Drop(REDELIVERY, ctx.entry.id)
     # A conflicting version is kept, so a copy of it is a redelivery too: remember each version.
-    version_key = f"v:{ctx.entry.id}\x00{ctx.entry.fingerprint:x}"
+    version_key = f"{VERSION}{ctx.entry.id}\x00{ctx.entry.fingerprint:x}"
     version = ctx.recall(version_key)
     if version is not None and version[1] != ctx.source_hash:
         return Drop(REDELIVERY, ctx.entry.id)
     if _rewritten_in_place(ctx):
         return Drop(REWRITTEN_IN_PLACE, ctx.entry.id)
     ctx.alert(
-        "entry_id_conflict",
-        Severity.WARNING,
+        kinds.ENTRY_ID_CONFLICT,
         f"kept {ctx.entry.id}: its id was seen before with other content",
         evidence=conflict_evidence(ctx.entry, record),
         related=ctx.entry.id,

@@ -1,6 +1,7 @@
 """Evidence: the same input delivered twice. A message carries the idempotency key its writer
 gave the input (`idempotencyKey`, or `__openclaw.idempotencyKey`); OpenClaw's key grammar says
-which keys name one delivery. Rules 2 and 2a.
+which keys name one delivery: `idempotent_replay`,
+`announce_retry_duplicate` and `codex_prompt_mirror`.
 
 A rule of this evidence is a function `(ctx, key_use) -> Drop | None` that `find` tries in
 order once the message's own key found no earlier message with its content; its
@@ -13,15 +14,15 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry, positional_scope
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
 from stream.engine.state import USER
+from stream.engine.stored import ASSISTANT_KEY, KEY, OPENER, POSITIONAL_KEY, TOOL_RESULT_KEY
 
 IDEMPOTENT_REPLAY: Final[DropRule] = DropRule(
-    "idempotent_replay",
-    Severity.INFO,
+    kinds.IDEMPOTENT_REPLAY,
     "same idempotency identity and content as entry",
     lambda entry: {
         "idempotency_key": entry.idempotency_key,
@@ -29,14 +30,12 @@ IDEMPOTENT_REPLAY: Final[DropRule] = DropRule(
     },
 )
 ANNOUNCE_RETRY_DUPLICATE: Final[DropRule] = DropRule(
-    "announce_retry_duplicate",
-    Severity.INFO,
+    kinds.ANNOUNCE_RETRY_DUPLICATE,
     "retried delivery of the same announce repeats entry",
     lambda entry: {"idempotency_key": entry.idempotency_key},
 )
 CODEX_PROMPT_MIRROR: Final[DropRule] = DropRule(
-    "codex_prompt_mirror",
-    Severity.INFO,
+    kinds.CODEX_PROMPT_MIRROR,
     "the run's prompt written again by its other writer, as entry",
     lambda entry: {"idempotency_key": entry.idempotency_key},
     stands_in=True,
@@ -44,9 +43,9 @@ CODEX_PROMPT_MIRROR: Final[DropRule] = DropRule(
 
 # Where a key's first message is remembered. OpenClaw looks a key up per role: an assistant
 # row among assistants (`scan-assistant`, written `preserve-owner`), so a run's reply may carry
-# its user turn's key while the user row stays the key's owner (#154253). Users keep "k:", the
+# its user turn's key while the user row stays the key's owner (#154253). Users keep `KEY`, the
 # slot stored states already hold.
-_KEY_SLOTS: Final = {"assistant": "ka:", "toolResult": "kt:"}
+_KEY_SLOTS: Final = {"assistant": ASSISTANT_KEY, "toolResult": TOOL_RESULT_KEY}
 
 # OpenClaw's Codex transcript mirror keys a message `codex-app-server:<threadId>:<identity>`,
 # the run's prompt with the identity `<turnId>:prompt` (`attachCodexMirrorIdentity`). Its
@@ -54,13 +53,12 @@ _KEY_SLOTS: Final = {"assistant": "ka:", "toolResult": "kt:"}
 # `__openclaw` is written again (#141233).
 _CODEX_SCOPE: Final = "codex-app-server:"
 _PROMPT: Final = ":prompt"
-# The keyed user message that opened the current turn: "o:" -> [seq, content fingerprint,
-# entry id, whether its key is a Codex prompt key]; current while its seq is the turn's.
-_OPENER: Final = "o:"
+# The keyed user message that opened the current turn (stored.OPENER) is current while its seq
+# is the turn's.
 
 
 def key_slot(role: str | None, key: str) -> str:
-    return _KEY_SLOTS.get(role or "", "k:") + key
+    return _KEY_SLOTS.get(role or "", KEY) + key
 
 
 def _is_codex_prompt(key: str) -> bool:
@@ -93,8 +91,7 @@ class KeyUse:
         entry = ctx.entry
         if self.collides_with is not None:
             ctx.alert(
-                "idempotency_key_collision",
-                Severity.WARNING,
+                kinds.IDEMPOTENCY_KEY_COLLISION,
                 f"kept {entry.id}: idempotency key reused by entry {self.collides_with} "
                 "with other content",
                 evidence={"idempotency_key": self.key, "positional": self.identity is not None},
@@ -104,7 +101,7 @@ class KeyUse:
             ctx.remember(self.identity, [entry.id])
         ctx.remember(self.slot, [self.fingerprint, entry.id])
         if entry.role == "user":
-            ctx.remember(_OPENER, [self.fingerprint, entry.id, _is_codex_prompt(self.key)])
+            ctx.remember(OPENER, [self.fingerprint, entry.id, _is_codex_prompt(self.key)])
 
 
 def find(ctx: Context) -> Drop | None:
@@ -129,7 +126,7 @@ def idempotent_replay(ctx: Context) -> Drop | KeyUse | None:
     if positional is not None:
         _note_positional_keys(ctx, key)
         scope, role = positional
-        identity = f"i:{scope}\x00{role}\x00{fingerprint:x}"
+        identity = f"{POSITIONAL_KEY}{scope}\x00{role}\x00{fingerprint:x}"
         seen = ctx.recall(identity)
         if seen is not None and seen[1] != entry.id:
             return _replay_of(entry, seen[1])
@@ -146,7 +143,8 @@ def idempotent_replay(ctx: Context) -> Drop | KeyUse | None:
 def _replay_of(entry: Entry, original: str) -> Drop:
     """An input delivered again takes its original's place: the reply to a second delivery
     (#126680) answers the original, below it, and not below the reply to the first, where it
-    would look like that reply's delivery receipt (rule 5) to every later cleaning."""
+    would look like that reply's delivery receipt (`cleaned_child_duplicate`) to every later
+    cleaning."""
     return Drop(IDEMPOTENT_REPLAY, original, entry.role == "user")
 
 
@@ -176,7 +174,7 @@ def codex_prompt_mirror(ctx: Context, key_use: KeyUse) -> Drop | None:
     state = ctx.state
     if ctx.entry.role != "user" or state.last_role != USER:
         return None
-    opener = ctx.recall(_OPENER)
+    opener = ctx.recall(OPENER)
     if (
         opener is None
         or opener[0] != state.turn_seq
@@ -194,13 +192,11 @@ def _note_positional_keys(ctx: Context, key: str) -> None:
         return
     ctx.state.positional_alerted = True
     ctx.alert(
-        "positional_idempotency_key",
-        Severity.INFO,
+        kinds.POSITIONAL_IDEMPOTENCY_KEY,
         "session uses positional idempotency keys (scope:role:index), which shift "
         "when a snapshot changes; deduplicating them by scope, role and content",
         evidence={"idempotency_key": key},
         related=ctx.entry.id,
-        about_session=True,
     )
 
 

@@ -1,12 +1,12 @@
 """Evidence: the same message persisted twice. A copy keeps its original's payload byte for byte
 (its `message`, stamped with a numeric `message.timestamp`, or a compaction's fields) under a
-new id; where it hangs says whether a genuine second message could carry that payload. Rules 2b
-and 2c.
+new id; where it hangs says whether a genuine second message could carry that payload:
+`rewrite_copy` and `persisted_copy`.
 
 A rule of this evidence is a function `(ctx) -> Drop | None` that `find` tries in order; its
 `DropRule` goes into `RULES` at the same place.
 
-Rule 2b, an entry re-appended under a new id where a rewrite put its copy:
+`rewrite_copy`, an entry re-appended under a new id where a rewrite put its copy:
 
 OpenClaw rewrites a transcript by branching (#115310): an overflow recovery or a compaction
 appends the edited entry beside the one it replaces, then every later entry of the branch
@@ -24,15 +24,15 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry, payload_of, record_key
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule
-from stream.engine.rules.tree import E_FP, E_RULE, chain_original
+from stream.engine.rules.tree import chain_original
+from stream.engine.stored import E_FP, E_RULE, PAYLOAD
 
 REWRITE_COPY: Final[DropRule] = DropRule(
-    "rewrite_copy",
-    Severity.INFO,
+    kinds.REWRITE_COPY,
     "re-appended by a transcript rewrite, same payload as entry",
     lambda entry: {"payload": f"{entry.payload:08x}", "type": entry.type},
     stands_in=True,
@@ -55,20 +55,19 @@ def rewrite_copy(ctx: Context) -> Drop | None:
     return None
 
 
-# Rule 2c: the same message persisted again anywhere in the session. A user message carries
-# the millisecond it was received: nobody sends two at the same millisecond, so the same
-# millisecond and the same words are the same message written twice (a prompt replayed after
-# an idle-timeout abort, #95766 and #128472; a line of user turns re-appended after a
-# compaction, #66443 and #72511; a release that rewrites the envelope around the words, which
-# is why the words are compared and not the payload). A compaction carries its summary,
-# `tokensBefore` and the boundary it keeps (`firstKeptEntryId`): two with all of them equal
-# compacted the same context, a clone (a genuine second compaction has another boundary or
-# count, #127436). Replies are not indexed by payload: a reply is known by its provider's
-# response id (rules/identities), and without one only its placement (rule 2b) tells a
-# rewrite's copy from a second model call.
+# `persisted_copy`: the same message persisted again anywhere in the session. A user message
+# carries the millisecond it was received: nobody sends two at the same millisecond, so the same
+# millisecond and the same words are the same message written twice (a prompt replayed after an
+# idle-timeout abort, #95766 and #128472; a line of user turns re-appended after a compaction,
+# #66443 and #72511; a release that rewrites the envelope around the words, which is why the
+# words are compared and not the payload). A compaction carries its summary, `tokensBefore` and
+# the boundary it keeps (`firstKeptEntryId`): two with all of them equal compacted the same
+# context, a clone (a genuine second compaction has another boundary or count, #127436). Replies
+# are not indexed by payload: a reply is known by its provider's response id (rules/identities),
+# and without one only its placement (`rewrite_copy`) tells a rewrite's copy from a second model
+# call.
 PERSISTED_COPY: Final[DropRule] = DropRule(
-    "persisted_copy",
-    Severity.INFO,
+    kinds.PERSISTED_COPY,
     "the same message persisted again, same payload as entry",
     lambda entry: {"payload": f"{entry.payload:08x}", "type": entry.type},
     stands_in=True,
@@ -94,8 +93,8 @@ def _slot(ctx: Context) -> str:
     entry = ctx.entry
     stamp = entry.field("timestamp")
     if entry.role != "user" or not ctx.indexes_identities or type(stamp) is not int:
-        return f"p:{entry.payload_digest:x}"
-    return "p:" + str(entry.words_digest ^ stamp)
+        return f"{PAYLOAD}{entry.payload_digest:x}"
+    return PAYLOAD + str(entry.words_digest ^ stamp)
 
 
 def persisted_copy(ctx: Context) -> Drop | None:

@@ -1,7 +1,8 @@
 """Evidence: a repetition inside a turn. Where OpenClaw's own writers produce copies of a model
 reply that are not mirrors (the CLI persister's copy and its join of the streamed parts, a CLI
 session re-imported after a resume, a cleaned child of a raw reply, a delivery receipt, an echo
-under the reply's provider), the copy's final text equals the reply's. Rules 4-6.
+under the reply's provider), the copy's final text equals the reply's: the `cli_…`
+rules, `cleaned_child_duplicate` and `mistagged_echo`.
 
 Each rule compares hashes of normalized text with the turn state, never fires on empty
 text, and returns the id of the entry the duplicate repeats. A rule of this evidence is a
@@ -13,35 +14,31 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry
-from stream.engine.records import Severity
 from stream.engine.rules.drops import Drop, DropRule, text_evidence
 from stream.engine.rules.tree import answers_turn_opener, kept_ancestor
-from stream.engine.state import ASSISTANT
+from stream.engine.state import ASSISTANT, SessionState
 from stream.engine.text import digest64
 
 CLI_MIRROR_DUPLICATE: Final[DropRule] = DropRule(
-    "cli_mirror_duplicate",
-    Severity.WARNING,
+    kinds.CLI_MIRROR_DUPLICATE,
     "cli copy repeats the assistant message",
     text_evidence,
 )
 CLI_AGGREGATE_DUPLICATE: Final[DropRule] = DropRule(
-    "cli_aggregate_duplicate",
-    Severity.WARNING,
+    kinds.CLI_AGGREGATE_DUPLICATE,
     "cli record joins the turn's replies that end with",
     text_evidence,
 )
 CLI_REIMPORT_DUPLICATE: Final[DropRule] = DropRule(
-    "cli_reimport_duplicate",
-    Severity.WARNING,
+    kinds.CLI_REIMPORT_DUPLICATE,
     "imported copy repeats the committed cli reply",
     lambda entry: {**text_evidence(entry), "imported_from": entry.imported_from},
 )
 CLEANED_CHILD_DUPLICATE: Final[DropRule] = DropRule(
-    "cleaned_child_duplicate",
-    Severity.INFO,
+    kinds.CLEANED_CHILD_DUPLICATE,
     "text-only child repeats its parent reply",
     text_evidence,
 )
@@ -59,8 +56,7 @@ def _echo_evidence(entry: Entry) -> dict:
 
 
 MISTAGGED_ECHO: Final[DropRule] = DropRule(
-    "mistagged_echo",
-    Severity.WARNING,
+    kinds.MISTAGGED_ECHO,
     "echo carrying the provider, model and usage of reply",
     _echo_evidence,
 )
@@ -91,7 +87,8 @@ def cli_aggregate_duplicate(ctx: Context) -> Drop | None:
     """The CLI persister's record of a whole turn, the `"\n\n"` join of the model replies
     it streamed (#118185, #143106): its text is two or more of the turn's model replies'
     texts, all of them, in order, whatever came between them (tool calls, their results).
-    The replies are kept; the record repeats them. A copy of one reply is rule 4's."""
+    The replies are kept; the record repeats them. A copy of one reply is
+    `cli_mirror_duplicate`'s."""
     state, entry = ctx.state, ctx.entry
     if (
         state.parts_count < 2
@@ -207,3 +204,45 @@ RULES: Final[tuple[DropRule, ...]] = (
     CLEANED_CHILD_DUPLICATE,
     MISTAGGED_ECHO,
 )
+
+
+# The turn state these rules read is theirs: the CLI flags of the last message and the latest
+# reply, the join of the turn's replies (`cli_aggregate_duplicate`), and the previous reply
+# (`cleaned_child_duplicate`, `mistagged_echo`).
+
+
+def open_turn(state: SessionState) -> None:
+    state.prev_id = None
+    state.prev_text_hash = 0
+    state.prev_model_hash = 0
+    state.prev_thinking = False
+    state.prev_usage_hash = 0
+    state.prev_plain = False
+    state.parts_crc = 0
+    state.parts_length = 0
+    state.parts_count = 0
+    state.latest_cli = False
+
+
+def note_message(state: SessionState, entry: Entry, is_assistant: bool) -> None:
+    """A kept message, the newest of its turn."""
+    state.last_cli = is_assistant and entry.api == "cli"
+    if not is_assistant:
+        return
+    if entry.text_hash:
+        state.latest_cli = state.last_cli
+        if not (entry.is_mirror or state.last_cli) and state.parts_length >= 0:
+            state.parts_crc, state.parts_length = entry.extend_crc(
+                state.parts_crc, state.parts_length
+            )
+            state.parts_count += 1
+    state.prev_id = entry.id
+    state.prev_text_hash = entry.text_hash
+    # The model and usage of a reply are compared only with what follows a reply that thought
+    # (`cleaned_child_duplicate` and `mistagged_echo` read them after `prev_thinking`): hashing
+    # them for every reply cost more than the turn's other fields together.
+    thought = entry.has_thinking
+    state.prev_thinking = thought
+    state.prev_model_hash = model_hash(entry) if thought else 0
+    state.prev_usage_hash = entry.usage_hash if thought else 0
+    state.prev_plain = entry.is_text_only and not entry.is_mirror

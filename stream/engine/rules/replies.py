@@ -1,15 +1,22 @@
-"""Rules 7-11 and 15: what the replies of a session say about the model and the harness (entry
-kept)."""
+"""What the replies of a session say about the model and the harness (entry kept):
+`repetition_cascade`, `duplicate_storm`, `consecutive_assistant`, `thinking_rejection_loop`,
+`error_loop` and `retried_prompt`."""
 
 from __future__ import annotations
 
 import re
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
 from stream.engine.entry import Entry
-from stream.engine.records import Severity
-from stream.engine.state import FAIL_ASSISTANT, FAIL_MERGED, FAIL_NONE, FAIL_PROMPT
+from stream.engine.state import (
+    FAIL_ASSISTANT,
+    FAIL_MERGED,
+    FAIL_NONE,
+    FAIL_PROMPT,
+    SessionState,
+)
 from stream.engine.text import repetition, text_hash
 
 STORM_WINDOW: Final = 10
@@ -36,8 +43,7 @@ def repetition_cascade(ctx: Context) -> None:
         return
     copies, unit_length = found
     ctx.alert(
-        "repetition_cascade",
-        Severity.WARNING,
+        kinds.REPETITION_CASCADE,
         f"reply {entry.id} is {copies} verbatim copies of one {unit_length}-character unit",
         evidence={"copies": copies, "unit_length": unit_length},
     )
@@ -54,8 +60,7 @@ def retried_prompt(ctx: Context) -> None:
     if entry.exact_text_hash != state.retry_hash:
         return
     ctx.alert(
-        "retried_prompt",
-        Severity.INFO,
+        kinds.RETRIED_PROMPT,
         f"user message {entry.id} repeats {state.retry_id} after a reply that failed empty",
         evidence={"original_id": state.retry_id},
         related=state.retry_id,
@@ -76,12 +81,10 @@ def duplicate_storm(ctx: Context, echo_dropped: bool) -> None:
         state.storm_armed = False
         state.storm_clean = 0
         ctx.alert(
-            "duplicate_storm",
-            Severity.WARNING,
+            kinds.DUPLICATE_STORM,
             f"{dropped} of the last {STORM_WINDOW} assistant replies were duplicates",
             evidence={"dropped": dropped, "window": STORM_WINDOW},
             related=ctx.entry.id,
-            about_session=True,
         )
 
 
@@ -94,11 +97,11 @@ def consecutive_assistant(ctx: Context) -> None:
         return
     if state.reply_id is not None and not state.reply_error:
         ctx.alert(
-            "consecutive_assistant",
-            Severity.WARNING if state.reply_thinking else Severity.INFO,
+            kinds.CONSECUTIVE_ASSISTANT,
             f"model replies {state.reply_id} and {entry.id} follow each other in one turn",
             evidence={"earlier_has_thinking": state.reply_thinking},
             related=state.reply_id,
+            escalated=state.reply_thinking,
         )
     state.reply_id = entry.id
     state.reply_thinking = entry.has_thinking
@@ -142,8 +145,7 @@ def _count_rejection(ctx: Context, event: int, merge_after: int) -> None:
     if state.think_count >= THINKING_LOOP_LENGTH and not state.think_alerted:
         state.think_alerted = True
         ctx.alert(
-            "thinking_rejection_loop",
-            Severity.CRITICAL,
+            kinds.THINKING_REJECTION_LOOP,
             f"{state.think_count} replies in a row rejected for modified thinking blocks",
             evidence={"count": state.think_count},
         )
@@ -165,8 +167,40 @@ def error_loop(ctx: Context) -> None:
     if state.error_count >= ERROR_LOOP_LENGTH and not state.error_alerted:
         state.error_alerted = True
         ctx.alert(
-            "error_loop",
-            Severity.WARNING,
+            kinds.ERROR_LOOP,
             f"{state.error_count} replies in a row failed with the same error",
             evidence={"count": state.error_count, "error_hash": f"{message_hash:016x}"},
         )
+
+
+# `retried_prompt` keeps the user message that opened the turn until a reply that is not an
+# empty failure; `consecutive_assistant` the turn's latest model reply.
+
+
+def open_turn(state: SessionState, entry: Entry) -> None:
+    state.reply_id = None
+    text = entry.exact_text_hash
+    if text:
+        state.retry_hash, state.retry_id, state.retry_failed = text, entry.id, False
+    else:
+        _forget_retry(state)
+
+
+def note_reply(state: SessionState, entry: Entry) -> bool:
+    """A kept model reply; True for an empty failure, which keeps the turn's prompt open for a
+    retry (and a heartbeat turn as it was)."""
+    if entry.is_error and not entry.text_hash and not entry.has_tool_calls:
+        state.retry_failed = bool(state.retry_hash)
+        return True
+    if state.retry_hash:
+        _forget_retry(state)
+    return False
+
+
+def note_tool_result(state: SessionState) -> None:
+    if state.retry_hash:
+        _forget_retry(state)
+
+
+def _forget_retry(state: SessionState) -> None:
+    state.retry_hash, state.retry_id, state.retry_failed = 0, None, False

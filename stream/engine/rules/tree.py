@@ -3,29 +3,10 @@ copy's descendants move to, and the entry a new one stands beside. Every evidenc
 
 from __future__ import annotations
 
-from typing import Final
-
 from stream.engine.context import Context
 from stream.engine.entry import record_key
 from stream.engine.rules.drops import Drop
-
-# Memory values: "e:<id>" -> [seq, fingerprint, source hash, drop rule, related id, kept
-# ancestor, first kept child], and for a kept final model reply (no tool calls) with text a
-# mirror would repeat, its `reply_text_hash` last. A dropped entry's related id is the entry it
-# repeats, and its kept ancestor where what hangs below it goes; a kept entry's related id is
-# the entry it stands beside (the first child of the entry it hangs below, or of what that one
-# stands for), whose copy its own children may be; "k:<key>" (a user's or other message's key;
-# "ka:" an assistant's, "kt:" a toolResult's) -> [seq, content fingerprint, entry id];
-# "o:" -> the keyed user message that opened the latest turn (keys.py); "r:" -> [seq, id] of
-# the first kept root; "i:<scope>\0<role>\0<fingerprint>" -> [seq, entry id];
-# "v:<id>\0<fingerprint>" -> [seq, source hash] for each conflicting version of an id kept.
-E_FP: Final = 1
-E_SRC: Final = 2
-E_RULE: Final = 3
-E_RELATED: Final = 4
-E_ANCESTOR: Final = 5
-E_CHILD: Final = 6
-E_REPLY_TEXT: Final = 7
+from stream.engine.stored import E_ANCESTOR, E_CHILD, E_RELATED, E_RULE, ROOT
 
 
 def kept_ancestor(ctx: Context) -> str | None:
@@ -86,21 +67,20 @@ def _first_child_alongside(ctx: Context) -> str | None:
     return child if isinstance(child, str) and child != ctx.entry.id else None
 
 
-# The session's first kept entry without a parent: "r:" -> [seq, entry id]. A parentless entry
-# stands beside it, as a branch written again from the root is (#73119).
-_ROOT: Final = "r:"
+# The session's first kept entry without a parent (stored.ROOT): a parentless entry stands
+# beside it, as a branch written again from the root is (#73119).
 
 
 def _first_root(ctx: Context) -> str | None:
-    root = ctx.recall(_ROOT)
+    root = ctx.recall(ROOT)
     return root[1] if root is not None and root[1] != ctx.entry.id else None
 
 
 def note_root(ctx: Context) -> None:
     """Remember a kept entry that hangs at the root in the output as the root, unless the
     session has one."""
-    if ctx.recall(_ROOT) is None:
-        ctx.remember(_ROOT, [ctx.entry.id])
+    if ctx.recall(ROOT) is None:
+        ctx.remember(ROOT, [ctx.entry.id])
 
 
 def stand_in(ctx: Context, drop: Drop) -> str | None:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from stream.engine import kinds
 from stream.engine.context import Context
-from stream.engine.records import Severity
+from stream.engine.entry import Entry
+from stream.engine.state import SessionState
 
 WAKE_PREFIX: Final = "announce:"
 
@@ -28,11 +30,21 @@ def repeated_answer(ctx: Context) -> None:
     if entry.reply_text_hash != state.announce_hash:
         return
     ctx.alert(
-        "repeated_answer",
-        Severity.WARNING,
+        kinds.REPEATED_ANSWER,
         f"kept {entry.id}: the reply to a completion wake repeats the answer "
         f"{state.announce_id} gave before it",
         evidence={"idempotency_key": state.announce_key},
         related=state.announce_id,
     )
     state.announce_hash = 0
+
+
+def open_turn(state: SessionState, entry: Entry, earlier_hash: int,
+              earlier_id: str | None) -> None:
+    """A turn a completion wake opens (an `announce:` key) remembers what the turn before
+    answered, and the wake's key, until a reply repeats it."""
+    key = entry.idempotency_key
+    if earlier_hash and key is not None and key.startswith(WAKE_PREFIX):
+        state.announce_hash, state.announce_id, state.announce_key = earlier_hash, earlier_id, key
+    else:
+        state.announce_hash, state.announce_id, state.announce_key = 0, None, None

@@ -1,13 +1,18 @@
-"""The identity index: a copy is known by the identities it carries, wherever it lands; the
-same identity with another message is kept and reported (docs/rules.md, "Identities")."""
+"""The same message carrying the same identity, wherever it hangs (rules/identities):
+`same_response`, `same_tool_calls`, `same_tool_result`, `same_inbound`, `same_announce` and
+`identity_conflict`, with their near misses."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
 
-from stream.engine import Limits
+from stream.engine import (
+    Limits,
+    Severity,
+)
 from tests.support.builders import (
     alerts,
     assert_clean_twice_is_clean,
@@ -15,13 +20,48 @@ from tests.support.builders import (
     assistant,
     drops,
     header,
+    new_id,
     parents,
     run,
     tool_result,
     user,
 )
 
+
+def stamped_with_response(item: dict, ms: int, response_id: str | None = None) -> dict:
+    """The message stamped as OpenClaw stamps it: a numeric `message.timestamp`, and for a
+    model reply the provider's `responseId`."""
+    item["message"]["timestamp"] = ms
+    if response_id is not None:
+        item["message"]["responseId"] = response_id
+    return item
+
+
+def copied(item: dict, parent: str | None) -> dict:
+    """The entry written again: a new id and parent, its `message` as it was."""
+    twin = copy.deepcopy(item)
+    twin["id"] = new_id()
+    twin["parentId"] = parent
+    twin["timestamp"] = "2026-04-05T04:22:31.112Z"
+    return twin
+
+
+def _gemini_reply() -> dict:
+    return stamped_with_response(
+        assistant(
+            "It will be sunny, 24°C.",
+            provider="google",
+            model="gemini-3.5-flash",
+            api="google-generative-ai",
+        ),
+        1789300000000,
+        "resp_gm_1",
+    )
+
+
 TEXT = "The deploy finished; all 214 tests pass."
+
+
 CALL = "toolu_01XyZaBcDeFgHiJkLmNoPq"
 
 
@@ -44,8 +84,69 @@ def reply(text: str = TEXT, response: str = "resp_7Hx2", stamp: int = 1_790_000_
     return stamped(assistant(text, responseId=response, **kw), stamp)
 
 
-# --- a provider's response id ------------------------------------------------------------------
+def inbound(text: str, message_id: str, stamp: int, conversation: str = "conv_c6432d8e64d2"):
+    return stamped(user(text, __openclaw={"transport": {
+        "channel": "telegram", "conversationRef": conversation, "messageId": message_id}}),
+        stamp)
 
+
+def conversation(message_id: str, words: str, history: int = 3) -> str:
+    """A 2026.2.26-4.15 user row: `buildInboundUserContextPrefix`'s block before the words."""
+    return ("Conversation info (untrusted metadata):\n```json\n{\n"
+            f'  "message_id": "{message_id}",\n  "sender_id": "8812",\n'
+            f'  "history_count": {history}\n}}\n```\n\n{words}')
+
+
+def announce(session: str, result: str, runtime: str = "1m5s", stamp: str = "10:00") -> str:
+    """A 2026.2.26 completion announce (`[System Message] [sessionId: …]`)."""
+    return (f"[Tue 2026-03-31 {stamp} UTC] [System Message] [sessionId: {session}] A subagent "
+            f'task "summarize logs" just completed successfully.\n\nResult:\n{result}\n\n'
+            f"Stats: runtime {runtime} \u2022 tokens 12.3k (in 10.0k / out 2.3k)\n\n"
+            "A completed subagent task is ready for user delivery.")
+
+
+# --- #85937: a reply persisted twice, the copy parented to it: `same_response` --------------------
+
+def test_85937_a_reply_persisted_twice_below_itself_is_dropped():
+    """#85937: every Gemini streamed reply was written again 1.5-3 s later, parented to the
+    first: the same message (its bytes, numeric timestamp and responseId) persisted twice."""
+    reply = _gemini_reply()
+    twin = copied(reply, reply["id"])
+    after = user("and tomorrow?")
+    verdicts = run([header(), user("weather?"), reply, twin, after])
+    assert drops(verdicts) == {twin["id"]: ("same_response", reply["id"])}
+    (alert,) = alerts(verdicts, "same_response")
+    assert alert.severity is Severity.INFO
+    assert parents(verdicts)[after["id"]] == reply["id"]
+    assert not alerts(verdicts, "consecutive_assistant")
+    assert_valid_tree(verdicts)
+    assert_clean_twice_is_clean(verdicts)
+
+
+@pytest.mark.parametrize("change", ["another timestamp", "unstamped"])
+def test_85937_a_reply_below_its_twin_stamped_anew_is_still_the_same_response(change):
+    """The message's own timestamp is not what a copy keeps: the response id and the message
+    without it say it is the same model call's reply."""
+    reply = _gemini_reply()
+    twin = copied(reply, reply["id"])
+    if change == "another timestamp":
+        twin["message"]["timestamp"] += 2100
+    else:
+        del reply["message"]["timestamp"], twin["message"]["timestamp"]
+    verdicts = run([header(), user("weather?"), reply, twin])
+    assert drops(verdicts) == {twin["id"]: ("same_response", reply["id"])}
+
+
+def test_85937_a_reply_below_its_twin_from_another_model_call_is_kept():
+    reply = _gemini_reply()
+    twin = copied(reply, reply["id"])
+    twin["message"]["responseId"] = "resp_gm_2"
+    verdicts = run([header(), user("weather?"), reply, twin])
+    assert not drops(verdicts)
+    assert alerts(verdicts, "consecutive_assistant")
+
+
+# --- a provider's response id --------------------------------------------------------------------
 
 @pytest.mark.parametrize("stamp", [None, 1_790_009_000_000], ids=["as-written", "stamped-anew"])
 def test_a_reply_persisted_again_anywhere_later_is_the_same_response(stamp):
@@ -81,8 +182,7 @@ def test_the_same_words_from_another_model_call_are_kept():
     assert not alerts(verdicts, "identity_conflict")
 
 
-# --- tool calls and their results --------------------------------------------------------------
-
+# --- tool calls and their results ----------------------------------------------------------------
 
 def test_a_reply_and_its_result_persisted_again_after_a_restore_are_dropped():
     call = stamped(assistant("Checking.", tool_calls=[CALL]), 1_790_000_001_000)
@@ -99,7 +199,7 @@ def test_a_reply_and_its_result_persisted_again_after_a_restore_are_dropped():
     assert_clean_twice_is_clean(verdicts)
 
 
-def test_a_failed_row_and_its_retry_under_the_same_call_ids_are_both_kept_and_reported():
+def test_65924_a_failed_row_and_its_retry_under_the_same_call_ids_are_both_kept_and_reported():
     """#65924: the retry repeats the failed row's tool calls under the same ids."""
     failed = assistant("Checking.", tool_calls=[CALL], error="engine_overloaded")
     retry = assistant("Checking.", tool_calls=[CALL])
@@ -111,7 +211,7 @@ def test_a_failed_row_and_its_retry_under_the_same_call_ids_are_both_kept_and_re
 
 
 @pytest.mark.parametrize("call_id", ["functions.exec:0", "call_0"])
-def test_call_ids_a_provider_numbers_per_response_identify_nothing(call_id):
+def test_109443_call_ids_a_provider_numbers_per_response_identify_nothing(call_id):
     """#109443: providers that number their calls per response reuse `functions.exec:0`; the
     second turn's identical call and result are the model's own, not copies."""
     items = [header()]
@@ -131,14 +231,7 @@ def test_a_result_answers_the_reply_that_issued_its_call():
     assert not drops(run(items))
 
 
-# --- the channel's id of an inbound message ----------------------------------------------------
-
-
-def inbound(text: str, message_id: str, stamp: int, conversation: str = "conv_c6432d8e64d2"):
-    return stamped(user(text, __openclaw={"transport": {
-        "channel": "telegram", "conversationRef": conversation, "messageId": message_id}}),
-        stamp)
-
+# --- the channel's id of an inbound message ------------------------------------------------------
 
 def test_the_channel_delivering_an_inbound_again_is_dropped():
     first = inbound("Post it", "3030", 1_790_000_000_000)
@@ -158,8 +251,7 @@ def test_a_person_sending_the_same_words_again_is_kept(change):
     assert not drops(verdicts)
 
 
-# --- a worker writing an earlier format ---------------------------------------------------------
-
+# --- a worker writing an earlier format ----------------------------------------------------------
 
 def test_a_worker_writing_format_3_keeps_no_index():
     """`--upgrade-from 0.3`: what it remembers is what 0.3.0 remembered."""
@@ -170,15 +262,7 @@ def test_a_worker_writing_format_3_keeps_no_index():
     assert "same_response" not in {rule for rule, _ in drops(verdicts).values()}
 
 
-# --- identities written into the text (2026.1.30-2026.7) --------------------------------------
-
-
-def conversation(message_id: str, words: str, history: int = 3) -> str:
-    """A 2026.2.26-4.15 user row: `buildInboundUserContextPrefix`'s block before the words."""
-    return ("Conversation info (untrusted metadata):\n```json\n{\n"
-            f'  "message_id": "{message_id}",\n  "sender_id": "8812",\n'
-            f'  "history_count": {history}\n}}\n```\n\n{words}')
-
+# --- identities written into the text (2026.1.30-2026.7) -----------------------------------------
 
 @pytest.mark.parametrize("history", [3, 9], ids=["same text", "other context counts"])
 def test_a_channel_delivering_an_inbound_again_is_known_by_the_id_in_its_text(history):
@@ -197,15 +281,7 @@ def test_the_same_words_under_the_next_message_id_are_a_message_of_their_own():
     assert not drops(verdicts)
 
 
-def announce(session: str, result: str, runtime: str = "1m5s", stamp: str = "10:00") -> str:
-    """A 2026.2.26 completion announce (`[System Message] [sessionId: …]`)."""
-    return (f"[Tue 2026-03-31 {stamp} UTC] [System Message] [sessionId: {session}] A subagent "
-            f'task "summarize logs" just completed successfully.\n\nResult:\n{result}\n\n'
-            f"Stats: runtime {runtime} \u2022 tokens 12.3k (in 10.0k / out 2.3k)\n\n"
-            "A completed subagent task is ready for user delivery.")
-
-
-def test_a_completion_announced_again_in_a_queued_wrapper_is_dropped():
+def test_17122_a_completion_announced_again_in_a_queued_wrapper_is_dropped():
     """#17122, #20202: delivered directly, then again under the queued-announce wrapper."""
     first = user(announce("0c0ffee0-aaaa", "3 errors found."),
                  provenance={"kind": "inter_session", "sourceTool": "subagent_announce"})

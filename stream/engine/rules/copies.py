@@ -1,7 +1,8 @@
 """Every drop rule, grouped by the evidence a copy leaves, in the order they are tried.
 
 A new rule goes into the module of the evidence it reads (a rule is a function that module's
-`find` calls, its `DropRule` in its `RULES`, both at the place it is tried):
+`find` calls, its `DropRule` in its `RULES`, both at the place it is tried), and its definition
+into the registry of alert kinds (stream/engine/kinds.py), at the same place:
 
 - `keys`: the same input delivered twice (an idempotency key, OpenClaw's key grammar);
 - `identities`: the same message carrying the same identity (a provider's response id, tool
@@ -10,9 +11,9 @@ A new rule goes into the module of the evidence it reads (a rule is a function t
 - `correlation`: a copy that says what it copies (a mirror's source, parent link, run id);
 - `repetition`: a repetition inside a turn (equal final text where OpenClaw's writers copy).
 
-Rule 1 (`identity`, the same entry redelivered) comes first; a kept entry's detections are the
-engine's `_keep`. The order of the evidences is the order here: keys, identities and payload
-are read before any text, so they never cost a text hash.
+The same entry delivered again (`identity`: `redelivery`, `rewritten_in_place`) comes first;
+a kept entry's detections are the engine's `_keep`. The order of the evidences is the order
+here: keys, identities and payload are read before any text, so they never cost a text hash.
 """
 
 from __future__ import annotations

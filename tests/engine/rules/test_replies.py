@@ -1,10 +1,16 @@
-"""Detection rules 7-14 and 18: the entry is kept, an alert says what looks wrong, and when not."""
+"""What the replies of a session say (rules/replies), entry kept: `repetition_cascade`,
+`duplicate_storm`, `consecutive_assistant`, `thinking_rejection_loop`, `error_loop` and
+`retried_prompt`, and when they stay silent."""
 
 from __future__ import annotations
 
 import pytest
 
-from stream.engine import Action, Engine, Limits, Severity
+from stream.engine import (
+    Action,
+    Limits,
+    Severity,
+)
 from tests.support.builders import (
     INVALID_SIGNATURE,
     THINKING_REJECTED,
@@ -13,17 +19,13 @@ from tests.support.builders import (
     assistant,
     custom,
     drops,
-    encode,
-    entry,
     header,
-    kept_ids,
     mirror,
-    new_session,
-    process,
     prompt_error,
     run,
     tool_result,
     user,
+    zero_usage,
 )
 
 UNIT = "The deployment finished and all 14 services report healthy."
@@ -40,8 +42,52 @@ def all_kept(verdicts):
     assert all(v.action is Action.KEPT for v in verdicts)
 
 
-# --- rule 7: repetition_cascade -----------------------------------------------------------------
+def echo_turn(n, mirrors=1):
+    text = f"Reply number {n} with enough words to be a real reply."
+    return [user(f"question {n}"), assistant(text), *[mirror(text) for _ in range(mirrors)]]
 
+
+def clean_turn(n):
+    return [user(f"plain question {n}"), assistant(f"Plain answer {n}, no echo this time.")]
+
+
+def rejected(message=THINKING_REJECTED):
+    return assistant(content=[], error=message)
+
+
+AUTH = '401 {"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}'
+
+
+def failing_turns(messages):
+    items = [header()]
+    replies = []
+    for message in messages:
+        reply = assistant(content=[], error=message)
+        replies.append(reply)
+        items += [user("hello?"), reply, custom()]
+    return items, replies
+
+
+AGENDA = "Tomorrow you have a 10:00 standup and a 14:00 review."
+
+
+def _aborted(error: str = "LLM idle timeout (120s): no response from model", **fields):
+    return assistant(content=[], usage=zero_usage(), stop_reason="aborted", error=error, **fields)
+
+
+def stamped_with_response(item: dict, ms: int, response_id: str | None = None) -> dict:
+    """The message stamped as OpenClaw stamps it: a numeric `message.timestamp`, and for a
+    model reply the provider's `responseId`."""
+    item["message"]["timestamp"] = ms
+    if response_id is not None:
+        item["message"]["responseId"] = response_id
+    return item
+
+
+QUEUED = "[Queued messages while agent was busy]\n\n---\nQueued #1\nalso check the staging logs"
+
+
+# --- `repetition_cascade` -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
     ("copies", "separator"),
@@ -92,17 +138,7 @@ def test_repetition_cascade_uses_the_configured_unit_length():
     assert the_alert(verdicts, "repetition_cascade").evidence == {"copies": 3, "unit_length": 18}
 
 
-# --- rule 8: duplicate_storm --------------------------------------------------------------------
-
-
-def echo_turn(n, mirrors=1):
-    text = f"Reply number {n} with enough words to be a real reply."
-    return [user(f"question {n}"), assistant(text), *[mirror(text) for _ in range(mirrors)]]
-
-
-def clean_turn(n):
-    return [user(f"plain question {n}"), assistant(f"Plain answer {n}, no echo this time.")]
-
+# --- `duplicate_storm` ----------------------------------------------------------------------------
 
 def test_duplicate_storm_is_raised_once_at_the_third_drop():
     items = [header()]
@@ -140,8 +176,7 @@ def test_duplicate_storm_rearms_after_ten_clean_replies(clean_replies, raised):
     assert len(alerts(verdicts, "duplicate_storm")) == raised
 
 
-# --- rule 9: consecutive_assistant --------------------------------------------------------------
-
+# --- `consecutive_assistant` ----------------------------------------------------------------------
 
 def test_consecutive_assistant_info_when_the_earlier_did_not_think():
     first, second = assistant("First reply."), assistant("Second reply.")
@@ -196,12 +231,7 @@ def test_mirrors_are_not_model_replies():
     assert "consecutive_assistant" not in alert_kinds(verdicts)
 
 
-# --- rule 10: thinking_rejection_loop -----------------------------------------------------------
-
-
-def rejected(message=THINKING_REJECTED):
-    return assistant(content=[], error=message)
-
+# --- `thinking_rejection_loop` --------------------------------------------------------------------
 
 def test_thinking_rejection_loop_raised_once_per_loop():
     failures = [rejected() for _ in range(4)]
@@ -267,21 +297,7 @@ def test_prompt_errors_of_other_kinds_do_not_count():
     assert "thinking_rejection_loop" not in alert_kinds(run(items))
 
 
-# --- rule 11: error_loop ------------------------------------------------------------------------
-
-
-AUTH = '401 {"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}'
-
-
-def failing_turns(messages):
-    items = [header()]
-    replies = []
-    for message in messages:
-        reply = assistant(content=[], error=message)
-        replies.append(reply)
-        items += [user("hello?"), reply, custom()]
-    return items, replies
-
+# --- `error_loop` ---------------------------------------------------------------------------------
 
 def test_error_loop_after_three_equal_errors_raised_once():
     items, replies = failing_turns([AUTH] * 5)
@@ -313,140 +329,7 @@ def test_error_loop_is_broken_by_a_good_reply():
     assert "error_loop" not in alert_kinds(run(items + more[1:]))
 
 
-# --- rule 12: dangling_parent -------------------------------------------------------------------
-
-
-def test_dangling_parent_when_the_session_was_seen_from_its_start():
-    orphan = assistant("Answer to a deleted question.", parent="76dd5055")
-    verdicts = run([header(), user(parent=None), assistant("Hi."), orphan])
-    alert = the_alert(verdicts, "dangling_parent")
-    assert alert.severity is Severity.WARNING
-    assert alert.entry_id == orphan["id"]
-    assert alert.related_entry_id == "76dd5055"
-    assert alert.evidence == {"parent_id": "76dd5055"}
-    assert kept_ids(verdicts)[-1] == orphan["id"]
-
-
-@pytest.mark.parametrize(
-    "start",
-    [
-        lambda: [user(parent=None)],  # no header: maybe not the start
-        lambda: [header(), user(parent="11965453")],  # the first entry has a parent
-        lambda: [user(parent=None), header()],  # the header is not first
-    ],
-    ids=["no-header", "first-has-parent", "header-late"],
-)
-def test_dangling_parent_is_silent_when_the_start_was_not_seen(start):
-    items = [*start(), assistant("Hi."), assistant("Orphan.", parent="76dd5055")]
-    assert "dangling_parent" not in alert_kinds(run(items))
-
-
-def test_a_dropped_parent_is_not_dangling():
-    text = "Sent the invoice to the accountant."
-    m = mirror(text)
-    after = custom(parent=m["id"])
-    verdicts = run([header(), user(parent=None), assistant(text), m, after])
-    assert list(drops(verdicts)) == [m["id"]]
-    assert "dangling_parent" not in alert_kinds(verdicts)
-
-
-def test_dangling_parent_is_silent_after_forgetting():
-    items = [header(), user(parent=None)]
-    items += [assistant(f"reply {n}", tool_calls=[f"c{n}"]) for n in range(6)]
-    items += [assistant("Orphan.", parent="76dd5055")]
-    assert "dangling_parent" in alert_kinds(run(items, limits=Limits(max_ids=100)))
-    assert "dangling_parent" not in alert_kinds(run(items, limits=Limits(max_ids=4)))
-
-
-# --- rule 13: branch_fork -----------------------------------------------------------------------
-
-
-def test_branch_fork_on_a_second_child():
-    a = assistant("Which one?")
-    first, second = user("the red one"), user("actually the blue one", parent=a["id"])
-    verdicts = run([header(), user(), a, first, second])
-    alert = the_alert(verdicts, "branch_fork")
-    assert alert.severity is Severity.INFO
-    assert alert.entry_id == second["id"]
-    assert alert.related_entry_id == a["id"]
-    assert alert.evidence == {"parent_id": a["id"], "first_child_id": first["id"]}
-
-
-def test_branch_fork_exemptions():
-    a = assistant("Sending.", tool_calls=["call_1"])
-    items = [
-        header(),
-        user(),
-        a,
-        mirror("1+1 sama dengan bahlil", parent=a["id"]),
-        tool_result("call_1", parent=a["id"]),
-        entry("custom_message", parent=a["id"], appendMode="side", content="side note"),
-        mirror("a second delivery", parent=a["id"]),
-    ]
-    assert "branch_fork" not in alert_kinds(run(items))
-    # a toolResult under a parent that did not make its call is a fork
-    b = assistant("Other.", tool_calls=["call_2"])
-    c = assistant("Next.", tool_calls=["call_3"])
-    stray = tool_result("call_3", parent=b["id"])
-    verdicts = run([header(), user(), b, tool_result("call_2"), c, stray])
-    assert [x.entry_id for x in alerts(verdicts, "branch_fork")] == [stray["id"]]
-
-
-def test_a_child_reparented_past_a_dropped_mirror_is_no_fork():
-    text = "Here is the summary you asked for."
-    a = assistant(text)
-    verdicts = run([header(), user(), a, mirror(text), user("thanks")])
-    assert len(drops(verdicts)) == 1
-    assert "branch_fork" not in alert_kinds(verdicts)
-
-
-# --- rule 14: orphaned_tool_call and unknown_tool_result ---------------------------------------
-
-
-def test_orphaned_tool_call_when_a_user_message_ends_the_turn():
-    a = assistant("Checking two things.", tool_calls=["c1", "c2"])
-    ender = user("hello?")
-    verdicts = run([header(), user(), a, tool_result("c1"), ender, assistant("Sorry.")])
-    alert = the_alert(verdicts, "orphaned_tool_call")
-    assert alert.severity is Severity.WARNING
-    assert alert.entry_id == a["id"]
-    assert alert.evidence == {"tool_call_id": "c2", "turn_ended_by": ender["id"]}
-    assert alert.source.line == 5
-
-
-def test_no_orphaned_tool_call_while_the_turn_is_open_or_answered():
-    a = assistant("Checking.", tool_calls=["c1", "c2"])
-    open_turn = [header(), user(), a, tool_result("c1")]
-    assert "orphaned_tool_call" not in alert_kinds(run(open_turn))
-    answered = [*open_turn, tool_result("c2"), assistant("Done."), user("thanks")]
-    assert "orphaned_tool_call" not in alert_kinds(run(answered))
-
-
-def test_each_orphaned_call_gets_its_own_alert():
-    a = assistant("Three at once.", tool_calls=["c1", "c2", "c3"])
-    verdicts = run([header(), user(), a, user("stop")])
-    found = alerts(verdicts, "orphaned_tool_call")
-    assert sorted(x.evidence["tool_call_id"] for x in found) == ["c1", "c2", "c3"]
-    assert len({x.id for x in found}) == 3
-
-
-def test_unknown_tool_result():
-    stray = tool_result("call_never_made")
-    verdicts = run([header(), user(parent=None), assistant("Hm."), stray])
-    alert = the_alert(verdicts, "unknown_tool_result")
-    assert alert.severity is Severity.WARNING
-    assert alert.entry_id == stray["id"]
-    assert alert.evidence == {"tool_call_id": "call_never_made"}
-
-
-def test_tool_result_of_a_known_call_or_of_an_unseen_start_is_not_unknown():
-    a = assistant("Looking.", tool_calls=["c1"])
-    assert "unknown_tool_result" not in alert_kinds(
-        run([header(), user(parent=None), a, tool_result("c1")])
-    )
-    partial = [header(), user(parent="earlier"), tool_result("call_from_before")]
-    assert "unknown_tool_result" not in alert_kinds(run(partial))
-
+# --- what every alert carries ---------------------------------------------------------------------
 
 def test_alerts_carry_no_text_unless_snippets_are_opted_into():
     items = [header(), user("q", parent=None), mirror("The secret plan is ready."),
@@ -459,48 +342,58 @@ def test_alerts_carry_no_text_unless_snippets_are_opted_into():
     assert with_snippet.message == plain[0].message
 
 
-# --- detection 18: session_seen_midway ----------------------------------------------------------
+# --- idle-timeout retry (#95766): `retried_prompt` ------------------------------------------------
 
-
-def test_a_session_first_seen_after_its_header_is_named_once():
-    reply = assistant("The backup finished at 03:12.", parent="u-before")
-    verdicts = run([reply, mirror("The backup finished at 03:12."), user("thanks")])
-    (alert,) = alerts(verdicts, "session_seen_midway")
-    assert alert.action is Action.KEPT and alert.severity is Severity.WARNING
-    assert (alert.session_id, alert.entry_id, alert.related_entry_id) == ("s1", None, reply["id"])
-    assert alert.evidence == {"first_entry_type": "message"}
-    # what it warns of: the mirror repeats a reply, and is dropped only because the reply was
-    # seen; a copy of an entry from before the first one seen would be kept
-    assert alert_kinds(verdicts).count("session_seen_midway") == 1
+def test_95766_an_unkeyed_prompt_repeated_after_an_empty_failure_is_kept_and_reported():
+    original = user(AGENDA)
+    aborted = _aborted()
+    again = user(AGENDA)
+    verdicts = run([header(), original, aborted, again, assistant("Two meetings.")])
+    assert not drops(verdicts)
+    (alert,) = alerts(verdicts, "retried_prompt")
+    assert (alert.entry_id, alert.related_entry_id, alert.severity) == (
+        again["id"], original["id"], "info")
+    assert alert.evidence == {"original_id": original["id"]}
 
 
 @pytest.mark.parametrize(
-    "start",
+    "between",
     [
-        lambda: [header(), user(parent=None)],  # from the start
-        lambda: [header(), user(parent="u-0")],  # the header, then an excerpt: header seen
+        lambda: [assistant("You have two meetings.")],
+        lambda: [assistant("Let me look.", tool_calls=["c1"]), tool_result("c1")],
+        lambda: [assistant("Partial answer", stop_reason="aborted", error="idle timeout")],
+        lambda: [],
     ],
+    ids=["answered", "tool-call", "aborted-with-text", "nothing-between"],
 )
-def test_a_session_seen_from_its_header_is_not_named(start):
-    verdicts = run([*start(), assistant("Hi.")])
-    assert "session_seen_midway" not in alert_kinds(verdicts)
+def test_95766_a_prompt_repeated_after_anything_but_an_empty_failure_is_not_a_retry(between):
+    verdicts = run([header(), user(AGENDA), *between(), user(AGENDA)])
+    assert not alerts(verdicts, "retried_prompt")
 
 
-def test_a_session_whose_state_exists_is_not_named_again():
-    engine, session = Engine(), new_session()
-    lines = encode([user(parent="u-0"), assistant("Hi."), user("more"), assistant("Sure.")])
-    first = process(engine, session, lines[:2])
-    # later records of the same session, with the state the first ones left
-    later = process(engine, session, lines[2:], first=3)
-    assert alert_kinds(first) == ["session_seen_midway"]
-    assert "session_seen_midway" not in alert_kinds(later)
+def test_95766_another_prompt_after_an_empty_failure_is_not_a_retry():
+    verdicts = run([header(), user(AGENDA), _aborted(), user("Never mind, what about Friday?")])
+    assert not alerts(verdicts, "retried_prompt")
 
 
-def test_a_replayed_first_record_is_not_named_again():
-    engine, session = Engine(), new_session()
-    lines = encode([user(parent="u-0"), assistant("Hi.")])
-    process(engine, session, lines)
-    # the same records from the same source again (a restart after a crash): a replay
-    replayed = process(engine, session, lines)
-    assert [v.action for v in replayed] == [Action.KEPT, Action.KEPT]
-    assert "session_seen_midway" not in alert_kinds(replayed)
+# --- #83404: queued follow-ups re-appended by each fallback candidate: `retried_prompt` ----------
+
+def test_83404_queued_prompts_appended_again_by_each_fallback_candidate_are_kept_and_reported():
+    """#83404 (2026.5.x): each fallback candidate persisted the queued prompt again, without a
+    key and at its own time, with an error stub between. Nothing tells them from a person
+    sending the words again: kept, each reported as a retried prompt of the first."""
+    first = stamped_with_response(user(QUEUED), 1779100000000)
+    items = [header(), user("deploy"), assistant("Deploying."), first]
+    again = []
+    for i in range(3):
+        items.append(assistant(content=[], error="HTTP 500 from upstream", usage=zero_usage()))
+        copy_ = stamped_with_response(user(QUEUED), 1779100001000 + i * 1000)
+        again.append(copy_)
+        items.append(copy_)
+    verdicts = run(items)
+    assert not drops(verdicts)
+    reported = alerts(verdicts, "retried_prompt")
+    assert [a.entry_id for a in reported] == [c["id"] for c in again]
+    # each copy kept opens a turn of its own, which the next one retries
+    retried = [first["id"], *(c["id"] for c in again[:-1])]
+    assert [a.evidence["original_id"] for a in reported] == retried
