@@ -10,7 +10,8 @@ and tested against strings its template functions make (tests/engine/test_inboun
   message. The block's other keys (history counts, mention facts, the time as text) change
   between two deliveries of one message: a copy is compared by the person's words.
 - A background task's completion announced to the session that started it: the child session's
-  key and id (`[System Message] [sessionId: …]` in 2026.2.26; `session_key:`/`session_id:`
+  key and id (its stats line's `sessionKey … • sessionId …` in 2026.1.30-2.12, `[System
+  Message] [sessionId: …]` in 2026.2.17-2.26; `session_key:`/`session_id:`
   lines since 2026.3.8). They name the child session, not the run, so a second run of a
   persistent child carries them too: a copy is compared by what the announce reports (its
   status, task and result, its stats), never by the wrapper it was delivered in.
@@ -52,10 +53,13 @@ _ANNOUNCE_2_26: Final = re.compile(
     r"(?:completed successfully|timed out|failed: [^\r\n]*|finished with unknown status)")
 _STATS: Final = re.compile(r"(?m)^Stats: [^\r\n]*$")
 _SYSTEM_MESSAGE: Final = "[System Message]"
-_BACKGROUND_TASK: Final = 'A background task "'
-# 2026.1.30-2.1: the identity is in the stats line after the findings (the last one)
+# Before the system message form: `A background task "…" just …` (2026.1.30-2.1), `A subagent
+# task`/`A cron job "…" just …` (2026.2.12), delivered alone or as a section of the
+# queued-announce wrapper; the identity is in the stats line after the findings (the last one
+# before the next announce)
 _ANNOUNCE_1_30: Final = re.compile(
-    r'^(?:\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\] )?A background task ".*" just ')
+    r'(?m)^(?:\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\] )?'
+    r'(A (?:background task|subagent task|cron job) ".*" just )')
 _STATS_1_30: Final = re.compile(
     "(?m)^Stats: (?:[^\r\n]*? \u2022 )?sessionKey (\\S+)(?: \u2022 sessionId (\\S+))?"
     "(?: \u2022 transcript [^\r\n]+)?\r?$")
@@ -155,18 +159,27 @@ def announces(text: str) -> list[tuple[str, int]]:
     found: list[tuple[str, int]] = []
     cleaned = _UNTRUSTED.sub("", text) if "<" in text else text
     for match in _ANNOUNCE_EVENT.finditer(cleaned):
-        start = text.find(match.group(0))
+        # from its `source:` line on: the line before it says how it was delivered (inline in
+        # a yielded turn, or a deferred announce), not what it reports
+        start = text.find(match.group(0)) + match.group(0).find("source: ")
         found.append((f"{match.group(1)}\x00{match.group(2)}", _report_hash(text, start)))
     for match in _ANNOUNCE_2_26.finditer(cleaned):
         # from the system message on: the time before it is the delivery's
         start = text.find(_SYSTEM_MESSAGE, text.find(match.group(0)))
         found.append((f"\x00{match.group(1)}", _report_hash(text, start)))
-    if not found and _ANNOUNCE_1_30.match(text):
-        stats = _STATS_1_30.findall(text)
+    if not found:
+        found = _announces_1_30(text)
+    return found
+
+
+def _announces_1_30(text: str) -> list[tuple[str, int]]:
+    starts = [match.start(1) for match in _ANNOUNCE_1_30.finditer(text)]
+    found: list[tuple[str, int]] = []
+    for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        stats = _STATS_1_30.findall(text, start, end)
         if stats:
             key, session_id = stats[-1]
-            found.append((f"{key}\x00{session_id}",
-                          _report_hash(text, text.find(_BACKGROUND_TASK))))
+            found.append((f"{key}\x00{session_id}", _report_hash(text, start)))
     return found
 
 

@@ -390,10 +390,10 @@ SAME_ANNOUNCE: Final = AlertKind(
     description="the same completion announced again",
     definition="a user message every completion of which (each child session it names, with "
                "what it reports) a kept message announced: the same completion announced "
-               "again, however wrapped (#17122, #20202)",
+               "again, however wrapped or delivered (#17122, #20202, #125797)",
     alert="A user message every completion of which (the child session it names, with what it "
-          "reports) a kept message announced, however wrapped. `related_entry_id` is the first"
-          " entry that announced them.",
+          "reports) a kept message announced, however wrapped or delivered. `related_entry_id` is"
+          " the first entry that announced them.",
     evidence=(
         count("sessions", "How many completions the message announces."),
     ),

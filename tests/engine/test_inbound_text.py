@@ -43,6 +43,35 @@ def test_a_completion_announce_names_its_child_session(case):
         assert report
 
 
+def by_id(case_id: str) -> str:
+    return next(case["text"] for case in CASES if case["id"] == case_id)
+
+
+@pytest.mark.parametrize(("inline", "deferred"), [
+    ("announce-2026.7.35-steer", "announce-2026.7.35-agent"),
+    ("announce-2026.9.6-steer", "announce-2026.9.6-agent"),
+])
+def test_125797_one_completion_delivered_inline_and_deferred_reports_the_same(inline, deferred):
+    """The line before `source:` says how the event was delivered, not what it reports."""
+    assert announces(by_id(inline)) == announces(by_id(deferred))
+
+
+def test_17122_a_completion_queued_again_reports_what_it_reported_alone():
+    direct, [first, second] = announces(by_id("announce-2.12-agent")), announces(
+        by_id("announce-2.12-collect"))
+    assert direct == [first]
+    assert second[0] != first[0]
+
+
+def test_the_same_child_session_reporting_other_findings_reports_otherwise():
+    text = by_id("announce-2.12-agent")
+    [(session, report)] = announces(text)
+    [(again, other)] = announces(text.replace("All 214 tests pass.", "2 tests fail."))
+    assert again == session and other != report
+    event = by_id("announce-2026.9.6-agent")
+    assert announces(event)[0][1] != announces(event.replace("3 errors", "4 errors"))[0][1]
+
+
 @pytest.mark.parametrize("case", by_family("room_event_line", "inter_session",
                                            "message_tool_key"), ids=lambda case: case["id"])
 def test_texts_without_a_message_s_own_id_identify_nothing(case):
