@@ -117,6 +117,31 @@ async def record_ends(options: Mapping[str, Any],
         await consumer.stop()
 
 
+async def committed_counts(options: Mapping[str, Any],
+                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    """How many records a committed reader finds in each partition, read from its start: in a
+    partition written in transactions, commit markers and aborted records hold offsets too, so
+    offsets alone overcount."""
+    ends = await record_ends(options, partitions)
+    counts = dict.fromkeys(ends, 0)
+    consumer = AIOKafkaConsumer(**options, enable_auto_commit=False,
+                                isolation_level="read_committed")
+    await consumer.start()
+    try:
+        starts = await consumer.beginning_offsets(list(ends)) if ends else {}
+        reading = [tp for tp in ends if ends[tp] > starts[tp]]
+        if reading:
+            consumer.assign(reading)
+            await consumer.seek_to_beginning(*reading)
+        while reading:
+            for tp, records in (await consumer.getmany(*reading, timeout_ms=500)).items():
+                counts[tp] += sum(1 for record in records if record.offset < ends[tp])
+            reading = [tp for tp in reading if await consumer.position(tp) < ends[tp]]
+        return counts
+    finally:
+        await consumer.stop()
+
+
 async def _last_records(consumer: AIOKafkaConsumer, partitions: list[TopicPartition],
                         ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
     """The offset of the last record each partition yields from its position up to its end

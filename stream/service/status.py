@@ -2,10 +2,11 @@
 lag of each consumer group and of the source behind OpenClaw's store, the records in, kept,
 dropped and dead-lettered, and the last alerts with their times.
 
-The counts are read from the broker (the topics' offsets and the alert topic), not from the
-worker's /stats, so that a restart does not reset them. At-least-once delivery may put a
-record on a topic twice after a crash: the topic counts are then that much higher, while the
-drops are counted by distinct alert id.
+The counts are read from the broker, not from the worker's /stats, so that a restart does not
+reset them: the input topic's by its offsets, the outputs' by reading them as a committed reader
+does (the worker writes them in transactions on Kafka, whose markers and aborted records hold
+offsets too). At-least-once delivery (on Tansu) may put a record on a topic twice after a crash:
+the topic counts are then that much higher, while the drops are counted by distinct alert id.
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ from aiokafka.errors import KafkaError
 from stream.consumers.tail import format_record, record_time
 from stream.kafka.admin import answers_metadata
 from stream.kafka.configuration import client_options
-from stream.kafka.consumer import TopicMissing, log_end_offsets, make_consumer, topic_partitions
+from stream.kafka.consumer import (
+    TopicMissing,
+    committed_counts,
+    make_consumer,
+    record_ends,
+    topic_partitions,
+)
 from stream.service.layout import StateDir
 from stream.settings import Settings
 from stream.sources.follow import KIND as FOLLOW
@@ -119,18 +126,22 @@ async def _from_broker(settings: Settings, run: dict[str, Any], alerts: int) -> 
               "dead_lettered": settings.dlq_topic, "alerts": settings.alerts_topic}
     partitions, starts = await _partitions_and_starts(settings, list(topics.values()))
     # (the worker creates the topics as it starts: none may be there yet)
-    ends = await log_end_offsets(options, partitions) if partitions else {}
-    counts = {role: sum(ends[tp] - starts[tp] for tp in partitions if tp.topic == topic)
+    ends = await record_ends(options, partitions) if partitions else {}
+    outputs = [tp for tp in partitions if tp.topic in (settings.clean_topic, settings.dlq_topic)]
+    found = await committed_counts(options, outputs) if outputs else {}
+    counts = {role: sum(found.get(tp, ends[tp] - starts[tp]) for tp in partitions
+                        if tp.topic == topic)
               for role, topic in topics.items()}
     groups = {
         "worker": await _lag(options, settings.app_id, settings.input_topic, partitions, ends),
         "memory-writer": await _lag(options, run["memory_group"], settings.clean_topic,
                                     partitions, ends),
     }
-    dropped, last = await _read_alerts(options, [tp for tp in partitions
-                                                 if tp.topic == settings.alerts_topic], alerts)
+    read, dropped, last = await _read_alerts(options, [tp for tp in partitions
+                                                       if tp.topic == settings.alerts_topic],
+                                             alerts)
     return {"records": {"in": counts["in"], "kept": counts["kept"], "dropped": dropped,
-                        "dead_lettered": counts["dead_lettered"], "alerts": counts["alerts"]},
+                        "dead_lettered": counts["dead_lettered"], "alerts": read},
             "lag": groups, "last_alerts": last}
 
 
@@ -162,18 +173,21 @@ async def _lag(options: dict, group: str, topic: str, partitions: list[TopicPart
         await admin.close()
     positions = {tp: meta.offset for tp, meta in committed.items() if meta.offset >= 0}
     return {"group": group, "topic": topic,
-            "behind": sum(ends[tp] - positions.get(tp, 0) for tp in mine),
+            "behind": sum(max(0, ends[tp] - positions.get(tp, 0)) for tp in mine),
             "committed": bool(positions)}
 
 
 async def _read_alerts(options: dict, partitions: list[TopicPartition], last: int
-                       ) -> tuple[int, list[str]]:
-    """Distinct dropped-entry alerts, and the last `last` alerts as `tail` prints them."""
+                       ) -> tuple[int, int, list[str]]:
+    """The alerts, the distinct dropped-entry alerts among them, and the last `last` alerts as
+    `tail` prints them."""
     if not partitions:
-        return 0, []
-    ends = await log_end_offsets(options, partitions)
+        return 0, 0, []
+    ends = await record_ends(options, partitions)
     order = itertools.count()
-    consumer = AIOKafkaConsumer(**options, enable_auto_commit=False)
+    read = 0
+    consumer = AIOKafkaConsumer(**options, enable_auto_commit=False,
+                                isolation_level="read_committed")
     await consumer.start()
     dropped: set[str] = set()
     latest: list[tuple[int, int, ConsumerRecord]] = []  # a heap of the newest, by time
@@ -181,8 +195,11 @@ async def _read_alerts(options: dict, partitions: list[TopicPartition], last: in
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
-            for records in (await consumer.getmany(timeout_ms=500)).values():
+            for tp, records in (await consumer.getmany(timeout_ms=500)).items():
                 for record in records:
+                    if record.offset >= ends[tp]:
+                        continue  # written since the ends were read
+                    read += 1
                     with suppress(orjson.JSONDecodeError, AttributeError):
                         alert = orjson.loads(record.value)
                         if alert.get("action") == "dropped":
@@ -192,8 +209,8 @@ async def _read_alerts(options: dict, partitions: list[TopicPartition], last: in
                         heapq.heappop(latest)
     finally:
         await consumer.stop()
-    return len(dropped), [f"{record_time(r)} {format_record('alerts', r)}"
-                          for _, _, r in sorted(latest)]
+    return read, len(dropped), [f"{record_time(r)} {format_record('alerts', r)}"
+                                for _, _, r in sorted(latest)]
 
 
 # --- the source's distance behind OpenClaw ---------------------------------------------------

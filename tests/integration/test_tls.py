@@ -101,7 +101,9 @@ def test_produce_worker_and_tail_over_tls(tls_kafka: TlsKafka, tmp_path: Path) -
             clean = cli(settings, "tail", "--topic", "clean")
             assert clean.returncode == 0, clean.stderr
             # At-least-once may repeat a record; the first occurrences must be the kept lines.
-            tailed = list(dict.fromkeys(clean.stdout.splitlines()))
+            # each line starts with the record's Kafka time
+            tailed = list(dict.fromkeys(line.split(" ", 1)[1]
+                                        for line in clean.stdout.splitlines()))
             found = cli(settings, "tail", "--topic", "alerts")
             assert found.returncode == 0, found.stderr
             alerts = found.stdout

@@ -47,7 +47,8 @@ SETTLE_TIMEOUT = 240.0
 
 def readme_openclaw_lines() -> list[list[str]]:
     """The `openclaw` command lines of the README's section on running beside OpenClaw."""
-    section = README.read_text().split("## Running it beside OpenClaw", 1)[1].split("\n## ", 1)[0]
+    section = re.split(r"\n##+ ", README.read_text().split("## Running it beside OpenClaw", 1)[1],
+                       maxsplit=1)[0]
     lines = [line.split("  #")[0].strip() for block in re.findall(r"```sh\n(.*?)```", section,
                                                                  flags=re.S)
              for line in block.splitlines()]
