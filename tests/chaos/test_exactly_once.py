@@ -32,7 +32,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaTimeoutError
 
 from stream.brokers import RunningBroker, start_kafka
 from stream.commands.clean import clean_session
@@ -56,6 +57,7 @@ from tests.support.workload import workload
 
 TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 RUNS = int(os.environ.get("EOS_RUNS", "1"))
+SEND_ATTEMPTS = 3
 ENTRIES = int(os.environ.get("CHAOS_ENTRIES", "3000"))
 SESSIONS = int(os.environ.get("CHAOS_SESSIONS", "100"))
 KILLS = int(os.environ.get("CHAOS_KILLS", "3"))
@@ -96,7 +98,7 @@ def with_bad_lines(records: list[tuple[bytes, bytes]], rng: random.Random,
 
 class Feeder(threading.Thread):
     """Produces the input in `rounds` rounds, `pause` seconds apart, through one idempotent
-    producer: a send it retries while the broker is away is written once."""
+    producer: a send aiokafka retries while the broker is away is written once."""
 
     def __init__(self, settings: Settings, records: list[tuple[bytes, bytes]],
                  pause: float, rounds: int = ROUNDS) -> None:
@@ -118,10 +120,23 @@ class Feeder(threading.Thread):
             size, rounds = len(self.records), self.rounds
             for n in range(rounds):
                 part = self.records[n * size // rounds:(n + 1) * size // rounds]
-                self.sent += await send_records(producer, self.settings.input_topic, part)
+                self.sent += await self._send(producer, part)
                 await asyncio.sleep(self.pause)
         finally:
             await producer.stop()
+
+    async def _send(self, producer: AIOKafkaProducer, part: list[tuple[bytes, bytes]]) -> int:
+        """The broker this test kills can be away longer than a request waits: the round goes
+        again. A record written twice is then in the input topic twice, and the offline clean
+        of what the input topic holds, which the outputs are checked against, drops it too."""
+        attempt = 1
+        while True:
+            try:
+                return await send_records(producer, self.settings.input_topic, part)
+            except KafkaTimeoutError:
+                if attempt == SEND_ATTEMPTS:
+                    raise
+                attempt += 1
 
 
 async def produce_once(settings: Settings, records: list[tuple[bytes, bytes]]) -> None:
