@@ -16,13 +16,14 @@ import os
 from pathlib import Path
 from typing import TextIO
 
+from stream.commands.publishing import add_source_arguments, run
 from stream.openclaw import PASSWORD_ENV, TOKEN_ENV
 from stream.settings import OPTIONS, Settings, positive_int
+from stream.sources.base import Source, SourceError
 from stream.sources.gateway.projection import ProjectedSource
 from stream.sources.gateway.protocol import Auth
 from stream.sources.gateway.source import Gateway, GatewaySource
 from stream.sources.gateway.stores import Stores
-from stream.sources.publish import Source, SourceError, add_source_arguments, run
 from stream.sources.sqlite import DEFAULT_PAGE_SIZE
 from stream.sources.transcript_store import zstd_decompressor
 

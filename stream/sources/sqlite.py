@@ -13,16 +13,13 @@ sessions appended to; the whole store is read every poll interval.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sqlite3
 import time
 from pathlib import Path
-from typing import TextIO
 
-from stream.settings import positive_int
+from stream.sources.base import DEFAULT_POLL_INTERVAL, Batch
 from stream.sources.positions import PositionsWriter, load_positions
-from stream.sources.publish import DEFAULT_POLL_INTERVAL, Batch, add_source_arguments, run
 from stream.sources.transcript_store import (
     CHANGE_INTERVAL,
     ChangeLooks,
@@ -105,29 +102,3 @@ class SqliteFollower:
 
     def _connect(self) -> sqlite3.Connection:
         return self.store.connect()
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "database", metavar="PATH", type=Path, help="an agent's openclaw-agent.sqlite"
-    )
-    parser.add_argument(
-        "--page-size",
-        type=positive_int,
-        default=DEFAULT_PAGE_SIZE,
-        metavar="N",
-        help="most events read per query and sent per batch (default %(default)s)",
-    )
-    add_source_arguments(parser, DEFAULT_CHECKPOINT)
-
-
-def main(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
-    """Exit 0 when done (--once) or stopped by a signal, 1 on a broker, database or checkpoint
-    error (a zstd-compressed event without a zstd module among them)."""
-    return run(
-        "follow-sqlite",
-        lambda: SqliteFollower(args.database, args.checkpoint, args.page_size, zstd_decompressor(),
-                               poll_interval=args.poll_interval),
-        args,
-        stderr,
-    )

@@ -57,8 +57,9 @@ from urllib.parse import quote
 
 import xxhash
 
+from stream.kafka.producer import Headers
+from stream.sources.base import Record, SourceError
 from stream.sources.positions import PositionsError
-from stream.sources.publish import Headers, Record, SourceError
 
 log = logging.getLogger(__name__)
 

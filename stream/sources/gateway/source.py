@@ -26,11 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from stream.sources.base import Batch, Record
 from stream.sources.gateway.client import INITIAL_BACKOFF, MAX_BACKOFF, GatewayClient
 from stream.sources.gateway.protocol import Auth, SessionEvent
 from stream.sources.gateway.stores import Stores
 from stream.sources.positions import PositionsError, PositionsWriter, load_positions
-from stream.sources.publish import Batch, Record
 from stream.sources.transcript_store import (
     CHANGE_INTERVAL,
     TABLE,

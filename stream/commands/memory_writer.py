@@ -32,9 +32,8 @@ from stream.consumers.memory_writer.folders import (
 from stream.kafka.consumer import TopicMissing, cannot_read
 from stream.kafka.retry import quiet_client_logs
 from stream.openclaw import OpenClaw
-from stream.progress import Progress
+from stream.progress import Progress, add_progress_argument
 from stream.settings import Settings, add_options
-from stream.sources.publish import add_progress_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
