@@ -20,8 +20,8 @@ from typing import TextIO
 
 from aiokafka.errors import KafkaError
 
+from stream.consumers.consume import RunStats, consume
 from stream.consumers.memory_writer.compare import duplicate_line_report, format_report
-from stream.consumers.memory_writer.consume import RunStats, consume
 from stream.consumers.memory_writer.files import MemoryFolderError, MemoryWriter
 from stream.consumers.memory_writer.folders import (
     AgentWorkspaces,
@@ -29,6 +29,7 @@ from stream.consumers.memory_writer.folders import (
     Folders,
     OneFolder,
 )
+from stream.consumers.memory_writer.sink import MemorySink
 from stream.kafka.consumer import TopicMissing, cannot_read
 from stream.kafka.retry import quiet_client_logs
 from stream.openclaw import OpenClaw
@@ -116,7 +117,7 @@ def main(
     if not args.once:
         progress.stopped()
     print(
-        f"session-stream: {stats.lines} lines from {stats.records} records of {topic} "
+        f"session-stream: {stats.written} lines from {stats.records} records of {topic} "
         f"written to {folders.describe()}",
         file=stderr,
     )
@@ -140,7 +141,7 @@ async def _consume(settings: Settings, topic: str, writer: MemoryWriter, group: 
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, stop.set)
     try:
-        return await consume(settings, topic, writer, group, follow=follow, stop=stop,
+        return await consume(settings, topic, MemorySink(writer), group, follow=follow, stop=stop,
                              progress=progress)
     finally:
         for number in (signal.SIGINT, signal.SIGTERM):

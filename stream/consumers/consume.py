@@ -1,9 +1,10 @@
-"""The consumer group that feeds the memory files, committing only what is durable.
+"""The at-least-once consumer loop every sink runs under: fetch, write durably, commit, back
+off, and with `--once` stop at the end; the mirror image of `stream.sources.publish.pump`.
 
-Delivery is at least once: offsets are committed only after the files are durable, so after a
-crash, a rebalance or a broker that went away records come again. While the broker is away the
-writer keeps asking for records and retries its commit (`stream.kafka.retry`); it goes on by
-itself when the broker is back.
+Delivery is at least once: offsets are committed only after the sink's write is durable, so
+after a crash, a rebalance or a broker that went away records come again. While the broker is
+away the loop keeps asking for records and retries its commit (`stream.kafka.retry`); it goes on
+by itself when the broker is back.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
-from stream.consumers.memory_writer.files import MemoryWriter
+from stream.consumers.base import Sink
 from stream.kafka.consumer import caught_up, make_consumer, topic_partitions
 from stream.kafka.retry import Backoff, curable, until_done
 from stream.progress import Progress
@@ -31,20 +32,19 @@ log = logging.getLogger(__name__)
 @dataclass
 class RunStats:
     records: int = 0
-    lines: int = 0
+    written: int = 0  # what the sink counts (its `counts`)
 
 
-class _ForgetOnRevoke(ConsumerRebalanceListener):
-    """Partitions (so sessions) may move to another writer sharing the directory: reload them
-    from disk when they come back. The eager rebalance revokes before anyone is assigned, and
-    this writer writes between polls only, so two writers never append to one session at once.
-    """
+class _RevokeFromSink(ConsumerRebalanceListener):
+    """Partitions may move to another member of the group: the sink lets go of them. The eager
+    rebalance revokes before anyone is assigned, and the sink writes between polls only, so two
+    members never write one partition's records at once."""
 
-    def __init__(self, writer: MemoryWriter) -> None:
-        self.writer = writer
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        self.writer.forget()
+        self.sink.revoke(list(revoked))
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         pass
@@ -53,7 +53,7 @@ class _ForgetOnRevoke(ConsumerRebalanceListener):
 async def consume(
     settings: Settings,
     topic: str,
-    writer: MemoryWriter,
+    sink: Sink,
     group: str,
     *,
     follow: bool,
@@ -61,19 +61,20 @@ async def consume(
     stop: asyncio.Event | None = None,
     progress: Progress | None = None,
 ) -> RunStats:
-    """Write the records of `topic` as a member of consumer group `group`, until `stop` is set.
+    """Hand the records of `topic` to `sink` as a member of consumer group `group`, until
+    `stop` is set.
 
     Without `follow`, returns once every assigned partition is read to its end. A group that
     has no committed offsets starts at the oldest record. `progress` counts what is written.
     """
     stop = stop or asyncio.Event()
-    # Offsets are committed here, after the files are durable.
+    # Offsets are committed here, after the sink's write is durable.
     consumer = make_consumer(settings, group, auto_offset_reset="earliest")
     stats = RunStats()
     try:
         await consumer.start()
         await topic_partitions(consumer, [topic], wait=follow)
-        consumer.subscribe([topic], listener=_ForgetOnRevoke(writer))
+        consumer.subscribe([topic], listener=_RevokeFromSink(sink))
         loop = asyncio.get_running_loop()
         idle_since: float | None = None
         backoff = Backoff()
@@ -95,24 +96,16 @@ async def consume(
             if batches:
                 records = sum(map(len, batches.values()))
                 stats.records += records
-                # A session's records share a key, hence a partition, and come in order.
-                # The headers carry what the source knew of the session (its key, agent, the
-                # session it follows), for the file's header.
-                lines = writer.write(
-                    (record.key.decode("utf-8", "replace"), record.value,
-                     tuple(record.headers or ()))
-                    for records in batches.values()
-                    for record in records
-                    if record.key is not None and record.value is not None
-                )
-                stats.lines += lines
-                # Only now, with the lines durable, may the group forget these records.
+                written = sink.write([record for records in batches.values()
+                                      for record in records])
+                stats.written += written
+                # Only now, with the write durable, may the group forget these records.
                 offsets = {tp: rs[-1].offset + 1 for tp, rs in batches.items()}
                 await until_done(lambda: _commit(consumer, offsets),  # noqa: B023 - awaited
-                                 "committing the memory writer's offsets",
+                                 f"committing the offsets of {group}",
                                  broker=settings.bootstrap)
                 if progress is not None:
-                    progress.add(lines=lines, records=records)
+                    progress.add(**{sink.counts: written}, records=records)
                 idle_since = loop.time()
             elif follow:
                 continue
