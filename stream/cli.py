@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from stream import __version__
 from stream.commands import (
     broker,
     clean,
@@ -23,8 +24,11 @@ from stream.commands import (
     verdicts,
     worker,
 )
-from stream.formats import EXIT_CODE, FormatTooNew, describe
+from stream.consumers.memory_writer.index_format import INDEX_FORMAT
+from stream.formats import EXIT_CODE, FormatTooNew
 from stream.kafka.configuration import SecurityError
+from stream.sources.positions import POSITIONS_FORMAT
+from stream.worker.codec import STATE_FORMAT
 
 # (name, module, help), in the order `--help` lists them.
 COMMANDS = (
@@ -47,6 +51,13 @@ COMMANDS = (
     ("verdicts", verdicts,
      "answer the OpenClaw context engine which entries were dropped, on loopback"),
 )
+
+
+def describe() -> str:
+    """The version line `session-stream --version` prints: the package and the formats of what
+    it stores (stream.formats)."""
+    return (f"session-stream {__version__} (formats: state {STATE_FORMAT}, positions "
+            f"{POSITIONS_FORMAT}, memory index {INDEX_FORMAT})")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,7 +30,8 @@ from aiokafka.errors import KafkaError
 from stream.consumers.tail import format_record, record_time
 from stream.kafka.admin import answers_metadata
 from stream.kafka.configuration import client_options
-from stream.kafka.consumer import TopicMissing, log_end_offsets, make_consumer, topic_partitions
+from stream.kafka.consumer import TopicMissing, make_consumer, topic_partitions
+from stream.kafka.ends import log_end_offsets
 from stream.service.layout import StateDir
 from stream.settings import Settings
 from stream.sources.follow import KIND as FOLLOW

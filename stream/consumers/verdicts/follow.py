@@ -21,7 +21,8 @@ from aiokafka.errors import KafkaError
 from stream.consumers.verdicts.index import VerdictIndex
 from stream.consumers.verdicts.records import read_alert, read_clean
 from stream.kafka.configuration import client_options
-from stream.kafka.consumer import log_end_offsets, make_consumer, topic_partitions
+from stream.kafka.consumer import make_consumer, topic_partitions
+from stream.kafka.ends import log_end_offsets
 from stream.kafka.retry import Backoff, curable
 from stream.settings import Settings
 
