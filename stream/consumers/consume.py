@@ -15,11 +15,11 @@ import logging
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import CommitFailedError, KafkaError
+from aiokafka.errors import CommitFailedError
 
 from stream.consumers.base import Sink
-from stream.kafka.consumer import caught_up, make_consumer, topic_partitions
-from stream.kafka.retry import Backoff, curable, until_done
+from stream.kafka.consumer import caught_up, fetch, make_consumer, topic_partitions
+from stream.kafka.retry import Backoff, until_done
 from stream.progress import Progress
 from stream.settings import Settings
 
@@ -81,18 +81,9 @@ async def consume(
         while not stop.is_set():
             if progress is not None:
                 progress.add()  # the line is due by the clock too, records or none
-            try:
-                batches = await consumer.getmany(timeout_ms=POLL_MS)
-            except KafkaError as error:
-                # Nothing was written or committed for these: they come again.
-                if not curable(error):
-                    raise
-                delay = backoff.next()
-                log.warning("fetching from %s failed (%s); retrying in %.1fs",
-                            settings.bootstrap, error, delay)
-                await asyncio.sleep(delay)
-                continue
-            backoff.reset()
+            batches = await fetch(consumer, POLL_MS, backoff, settings.bootstrap, log)
+            if batches is None:
+                continue  # nothing was written or committed for these: they come again
             if batches:
                 records = sum(map(len, batches.values()))
                 stats.records += records

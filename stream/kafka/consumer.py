@@ -10,13 +10,16 @@ is.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError
 
 from stream.kafka import internals
 from stream.kafka.configuration import REQUEST_TIMEOUT_MS, client_options
+from stream.kafka.retry import Backoff, curable
 from stream.settings import Settings
 
 # Apache Kafka lists a topic only once its leaders are elected, a moment after creation.
@@ -78,3 +81,20 @@ async def caught_up(consumer: AIOKafkaConsumer, partitions: Iterable[TopicPartit
         if end is None or await consumer.position(partition) < end:
             return False
     return True
+
+
+async def fetch(consumer: AIOKafkaConsumer, timeout_ms: int, backoff: Backoff, broker: str,
+                log: logging.Logger) -> dict[TopicPartition, list[ConsumerRecord]] | None:
+    """The records of one fetch; None once the broker's absence failed it and the next delay
+    of `backoff` was waited out. A failed fetch takes nothing: its records come again."""
+    try:
+        batches = await consumer.getmany(timeout_ms=timeout_ms)
+    except KafkaError as error:
+        if not curable(error):
+            raise
+        delay = backoff.next()
+        log.warning("fetching from %s failed (%s); retrying in %.1fs", broker, error, delay)
+        await asyncio.sleep(delay)
+        return None
+    backoff.reset()
+    return batches

@@ -7,20 +7,11 @@ import pytest
 from stream.brokers import RunningBroker
 from stream.consumers.consume import consume
 from stream.kafka.admin import create_topics
-from stream.kafka.producer import make_producer, send_records
 from stream.settings import Settings
 from tests.support.sinks import KeepingSink
+from tests.support.topics import publish
 
 RECORDS = [(f"session-{n % 3}".encode(), f"entry {n}".encode()) for n in range(12)]
-
-
-async def publish(settings: Settings, topic: str) -> None:
-    producer = make_producer(settings)
-    try:
-        await producer.start()
-        await send_records(producer, topic, RECORDS)
-    finally:
-        await producer.stop()
 
 
 @pytest.mark.integration
@@ -32,7 +23,7 @@ async def test_a_failed_write_commits_nothing_and_the_next_run_writes_everything
     settings = Settings.load(None, {"SESSION_STREAM_BROKER": broker.url}).replace(
         session_timeout=6.0)
     create_topics(broker.bootstrap, {"consume-loop": 2})
-    await publish(settings, "consume-loop")
+    await publish(settings, "consume-loop", RECORDS)
 
     failing = KeepingSink(failures=1)
     with pytest.raises(OSError, match="disk is full"):
