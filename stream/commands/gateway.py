@@ -25,7 +25,7 @@ from stream.sources.gateway.protocol import Auth
 from stream.sources.gateway.source import Gateway, GatewaySource
 from stream.sources.gateway.stores import Stores
 from stream.sources.sqlite import DEFAULT_PAGE_SIZE
-from stream.sources.transcript_store import zstd_decompressor
+from stream.sources.store.reader import zstd_decompressor
 
 DEFAULT_URL = "ws://127.0.0.1:18789"
 DEFAULT_CHECKPOINT = ".session-stream/gateway.checkpoint.json"

@@ -37,7 +37,7 @@ from stream.settings import Settings
 from stream.sources.follow import KIND as FOLLOW
 from stream.sources.positions import PositionsError, load_positions
 from stream.sources.session_files import is_session_file
-from stream.sources.transcript_store import progress_from_json
+from stream.sources.store.rewrites import progress_from_json
 
 BROKER_TIMEOUT = 10.0
 # Processes a pid of up.json may belong to: any other is a pid used again since.

@@ -4,7 +4,7 @@ Polls one agent's openclaw-agent.sqlite (OpenClaw 2026.8+) read-only and publish
 event byte for byte to the input topic, keyed by its session id, in seq order per session, with
 what the store knows of the session as headers. A transcript OpenClaw rewrote in place (its
 generation changed) is sent again from its first changed event. The reading is
-`stream.sources.transcript_store`'s, which the gateway source shares; the last seq sent per
+`stream.sources.store`'s, which the gateway source shares; the last seq sent per
 session, and the chain digests that tell a rewrite, are checkpointed after the broker
 acknowledged them. A commit to the store wakes the follower within CHANGE_INTERVAL (the store's
 change counter; a fifth of it while the store is being written to), which then reads the
@@ -20,16 +20,9 @@ from pathlib import Path
 
 from stream.sources.base import DEFAULT_POLL_INTERVAL, Batch
 from stream.sources.positions import PositionsWriter, load_positions
-from stream.sources.transcript_store import (
-    CHANGE_INTERVAL,
-    ChangeLooks,
-    Decompress,
-    Progress,
-    TranscriptStore,
-    progress_from_json,
-    progress_to_json,
-    zstd_decompressor,
-)
+from stream.sources.store.changes import CHANGE_INTERVAL, ChangeLooks
+from stream.sources.store.reader import Decompress, TranscriptStore, zstd_decompressor
+from stream.sources.store.rewrites import Progress, progress_from_json, progress_to_json
 
 __all__ = ["Progress", "SqliteFollower", "zstd_decompressor"]
 

@@ -21,7 +21,7 @@ from stream.sources.gateway.source import Gateway, GatewaySource
 from stream.sources.gateway.stores import Stores
 from stream.sources.publish import pump
 from stream.sources.sqlite import SqliteFollower
-from stream.sources.transcript_store import BUSY_SECONDS, BUSY_SPEEDUP, ChangeLooks
+from stream.sources.store.changes import BUSY_SECONDS, BUSY_SPEEDUP, ChangeLooks
 from tests.support.fake_gateway import TOKEN, FakeGateway, running, session_message
 from tests.support.sources import by_key, drain
 from tests.support.sqlite_store import (
