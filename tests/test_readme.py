@@ -34,6 +34,10 @@ def test_the_first_two_commands_are_run_and_test() -> None:
     assert [c.split()[1] for c in commands[:2]] == ["run", "test"]
 
 
+def test_the_readme_is_a_guide_read_in_five_minutes() -> None:
+    assert len(README.read_text().splitlines()) <= 150
+
+
 def test_the_rule_catalogue_lists_the_drop_rules_in_the_order_they_are_tried() -> None:
     catalogue = RULES.read_text()
     rows = re.findall(r"^\| [0-9]+[a-z]? \| `([a-z_]+)`", catalogue, re.MULTILINE)

@@ -26,7 +26,8 @@ from stream.kafka.retry import Backoff
 from stream.settings import Settings
 
 # A fetch returns as soon as records are there, or after this long: the longest a verdict
-# waits in the broker once the worker wrote it (the worker's pipeline is ~120 ms at p99).
+# waits in the broker once the worker wrote it, small beside the worker's own pipeline
+# (docs/performance.md, "The context engine").
 FETCH_WAIT_MS = 20
 POLL_MS = 200
 
