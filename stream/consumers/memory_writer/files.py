@@ -39,8 +39,8 @@ from stream.durable import fsync_folder
 from stream.engine.entry import Entry, MalformedEntry, parse
 from stream.kafka.producer import Headers
 
-# (session id, raw entry) or (session id, raw entry, the record's headers)
-Record = tuple[str, bytes] | tuple[str, bytes, Headers]
+# (session id, raw entry) or (session id, raw entry, the headers of the Kafka record it came in)
+SessionEntry = tuple[str, bytes] | tuple[str, bytes, Headers]
 
 CACHED_SESSIONS = 1000  # sessions whose ids stay in memory between batches
 __all__ = ["MemoryFolderError", "MemoryWriter", "file_name"]
@@ -160,17 +160,17 @@ class MemoryWriter:
         assert isinstance(self.folders, OneFolder)
         return self.folders.out
 
-    def write(self, records: Iterable[Record]) -> int:
-        """Write the lines of (session id, raw entry[, record headers]) records; durable when
+    def write(self, entries: Iterable[SessionEntry]) -> int:
+        """Write the lines of (session id, raw entry[, record headers]) entries; durable when
         it returns.
 
-        Returns the number of lines written. Records already written (by entry id) and lines
+        Returns the number of lines written. Entries already written (by entry id) and lines
         that are not JSON entries are skipped.
         """
         touched: dict[str, SessionMemory] = {}
         written = 0
         try:
-            for session_id, raw, *headers in records:
+            for session_id, raw, *headers in entries:
                 try:
                     entry = parse(raw)
                 except MalformedEntry:
