@@ -111,7 +111,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("web_host", "127.0.0.1", "bind address of the stats and metrics endpoints"),
     Option("web_port", 6066, "port of the stats and metrics endpoints", int),
     Option("startup_deadline", 60.0, "give up (exit 1) when no broker answers within this long "
-           "(seconds; 0: never)", _seconds),
+           "(seconds; 0: never); for the gateway source, when the gateway has not accepted a "
+           "connection", _seconds),
     Option("stall_timeout", 120.0, "exit (code 3, for a restart) when assigned partitions have "
            "unprocessed records but none was processed for this long (seconds; 0: never)",
            _seconds),

@@ -32,7 +32,7 @@ from stream.consumers.memory_writer.folders import (
 from stream.consumers.memory_writer.sink import MemorySink
 from stream.kafka.consumer import TopicMissing, cannot_read
 from stream.kafka.retry import quiet_client_logs
-from stream.openclaw import OpenClaw
+from stream.openclaw import OpenClaw, add_state_argument
 from stream.progress import Progress, add_progress_argument
 from stream.settings import Settings, add_options
 
@@ -61,11 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--per-agent", action="store_true",
         help="with --out: a folder per agent in DIR (DIR/<agent id>/<session>.md)",
     )
-    parser.add_argument(
-        "--openclaw-state", type=Path, metavar="DIR",
-        help="with --workspaces: OpenClaw's state folder, holding openclaw.json (default: "
-        "$OPENCLAW_STATE_DIR, else ~/.openclaw)",
-    )
+    add_state_argument(parser, ", holding openclaw.json", only="with --workspaces: ")
     parser.add_argument(
         "--once", action="store_true", help="stop at the end of the topic instead of following it"
     )
