@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     # SIGTERM stops it as Ctrl-C does: the worker first, then the broker it needs to stop
-    # cleanly (with the broker gone first, a worker waited 45 s on it before it exited).
+    # cleanly (with the broker gone first, a worker waits out its client's timeouts on it).
     signal.signal(signal.SIGTERM, _interrupt)
     settings = Settings.load(args)
     broker: RunningBroker | None = None
