@@ -87,8 +87,7 @@ async def consume(
             if batches:
                 records = sum(map(len, batches.values()))
                 stats.records += records
-                written = sink.write([record for records in batches.values()
-                                      for record in records])
+                written = sink.write([record for batch in batches.values() for record in batch])
                 stats.written += written
                 # Only now, with the write durable, may the group forget these records.
                 offsets = {tp: rs[-1].offset + 1 for tp, rs in batches.items()}
@@ -114,6 +113,6 @@ async def consume(
 
 async def _commit(consumer: AIOKafkaConsumer, offsets: dict[TopicPartition, int]) -> None:
     # CommitFailedError: a rebalance took the partitions first; their new owner reads these
-    # records again, which the index makes harmless.
+    # records again, as at least once allows (the memory writer's index makes it harmless).
     with contextlib.suppress(CommitFailedError):
         await consumer.commit(offsets)
