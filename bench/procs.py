@@ -24,7 +24,7 @@ from stream.brokers import free_port
 from stream.brokers.local import die_with_parent_hook, log_tail, stop_process
 from stream.consumers.tail import read_topic
 from stream.kafka.admin import create_topics
-from stream.kafka.consumer import log_end_offsets
+from stream.kafka.ends import log_end_offsets
 from stream.settings import Settings
 
 BENCH = Path(__file__).resolve().parent

@@ -27,7 +27,7 @@ from quixstreams import Application, State
 from quixstreams.context import message_context
 from quixstreams.models.serializers import Serializer
 
-from stream.engine import Engine, KafkaSource, Limits, Memory, Session, SessionState, Verdict
+from stream.engine import Engine, KafkaSource, Memory, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
 from stream.settings import Settings
 from stream.worker import codec
@@ -70,8 +70,7 @@ class Payload(Serializer):
 def main() -> int:
     settings = Settings.load()
     logging.basicConfig(level=logging.WARNING)
-    engine = Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars,
-                           heartbeat_prompt=settings.heartbeat_prompt))
+    engine = Engine(settings.limits())
     ttl = timedelta(seconds=settings.session_ttl)
     app = Application(
         broker_address=settings.bootstrap,

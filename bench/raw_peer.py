@@ -28,7 +28,7 @@ async def run(args: argparse.Namespace) -> None:
         session_timeout_ms=args.session_timeout * 1000,
         heartbeat_interval_ms=1_000,
     )
-    # The same producer settings as the project's producer (stream/sources/produce.py).
+    # The same producer settings as the project's producer (stream/kafka/producer.py).
     producer = AIOKafkaProducer(
         bootstrap_servers=args.bootstrap, acks="all", linger_ms=10, max_batch_size=1024 * 1024
     )

@@ -51,14 +51,3 @@ def upgrade_from(text: str) -> str:
 def state_format_for(release: str) -> int | None:
     """The state format a worker upgrading from `release` writes; None: its own."""
     return READS_STATE[release] if release else None
-
-
-def describe() -> str:
-    """The version line `session-stream --version` prints: the package and its formats."""
-    # Imported here: `--version` must not import Faust, and these modules import little.
-    from stream.consumers.memory_writer.index_format import INDEX_FORMAT
-    from stream.sources.positions import POSITIONS_FORMAT
-    from stream.worker.codec import STATE_FORMAT
-
-    return (f"session-stream {__version__} (formats: state {STATE_FORMAT}, positions "
-            f"{POSITIONS_FORMAT}, memory index {INDEX_FORMAT})")

@@ -10,6 +10,7 @@ then not read, and the defaults apply (`config_problem` says so).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from dataclasses import dataclass, field
@@ -21,6 +22,17 @@ DEFAULT_AGENT = "main"
 TOKEN_ENV = "OPENCLAW_GATEWAY_TOKEN"
 PASSWORD_ENV = "OPENCLAW_GATEWAY_PASSWORD"
 STORE_NAME = "openclaw-agent.sqlite"
+
+
+def add_state_argument(parser: argparse.ArgumentParser, holding: str = "",
+                       only: str = "") -> None:
+    """`--openclaw-state DIR`, for the commands that read an OpenClaw install: `holding` says
+    what they read there, `only` when they read it."""
+    parser.add_argument(
+        "--openclaw-state", type=Path, default=None, metavar="DIR",
+        help=f"{only}OpenClaw's state folder{holding} (default: $OPENCLAW_STATE_DIR, else "
+        "~/.openclaw)",
+    )
 
 
 def default_state_dir() -> Path:

@@ -5,14 +5,29 @@ only grow the log of a service that runs for months."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable
 
+from stream.settings import positive_seconds
+
 DEFAULT_INTERVAL = 60.0
 
 log = logging.getLogger(__name__)
+
+
+def add_progress_argument(parser: argparse.ArgumentParser) -> None:
+    """`--progress-interval`, for the commands that log a progress line."""
+    parser.add_argument(
+        "--progress-interval",
+        type=positive_seconds,
+        default=DEFAULT_INTERVAL,
+        metavar="S",
+        help="log what was done every this many seconds, when something was "
+        "(default %(default)s), and once more on stop",
+    )
 
 
 class Progress:

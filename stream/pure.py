@@ -11,6 +11,7 @@ which cProfile can see into.
 
 from __future__ import annotations
 
+import importlib
 import os
 from importlib.machinery import ExtensionFileLoader
 from pathlib import Path
@@ -31,6 +32,19 @@ FOLDER = "_compiled"
 
 def requested() -> bool:
     return os.environ.get(ENV) == "1"
+
+
+def search_path(package: str, path: list[str]) -> list[str]:
+    """The `__path__` a package of COMPILED sets in its `__init__`: its `_compiled` folder
+    first, unless SESSION_STREAM_PURE_PYTHON=1 asks for the source or there is none (no C
+    compiler at install), then `path`, its own folder."""
+    if requested():
+        return path
+    try:
+        compiled = importlib.import_module(f"{package}.{FOLDER}")
+    except ImportError:
+        return path
+    return [*compiled.__path__, *path]
 
 
 def is_compiled(module: ModuleType) -> bool:

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 
+from stream.engine import Limits
 from stream.engine.context import DEFAULT_MAX_IDS
 from stream.formats import upgrade_from
 
@@ -39,6 +40,14 @@ def positive_int(text: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return number
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds greater than 0."""
+    seconds = float(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return seconds
 
 
 def _seconds(text: str) -> float:
@@ -102,7 +111,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("web_host", "127.0.0.1", "bind address of the stats and metrics endpoints"),
     Option("web_port", 6066, "port of the stats and metrics endpoints", int),
     Option("startup_deadline", 60.0, "give up (exit 1) when no broker answers within this long "
-           "(seconds; 0: never)", _seconds),
+           "(seconds; 0: never); for the gateway source, when the gateway has not accepted a "
+           "connection", _seconds),
     Option("stall_timeout", 120.0, "exit (code 3, for a restart) when assigned partitions have "
            "unprocessed records but none was processed for this long (seconds; 0: never)",
            _seconds),
@@ -195,6 +205,12 @@ class Settings:
         env.update({option.env: str(getattr(self, option.name)) for option in OPTIONS})
         return env
 
+    def limits(self, **more: int) -> Limits:
+        """The engine's limits these settings ask for (and `more`, as the worker's state
+        format): one place for the worker, `clean` and the benchmark's peer."""
+        return Limits(max_ids=self.max_ids, snippet_chars=self.alert_snippet_chars,
+                      heartbeat_prompt=self.heartbeat_prompt, **more)
+
     def replace(self, **changes: object) -> Settings:
         current = {f.name: getattr(self, f.name) for f in fields(self)}
         return Settings(**{**current, **changes})
@@ -213,19 +229,22 @@ CONNECTION_OPTIONS = (
 )
 
 
-def add_options(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None) -> None:
-    """Flags for the named options and the connection options (all options by default);
-    unset flags fall back to the environment."""
-    wanted = None if names is None else {*names, *CONNECTION_OPTIONS}
+def add_options(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None, *,
+                connection: bool = True, environment: bool = True) -> None:
+    """Flags for the named options and, with `connection`, the connection options (all options
+    by default). Unset flags fall back to the environment, or with `environment` off (a command
+    that talks to no broker and reads no SESSION_STREAM_* variable) to the defaults."""
+    wanted = None if names is None else {*names, *(CONNECTION_OPTIONS if connection else ())}
     for option in OPTIONS:
         if wanted is not None and option.name not in wanted:
             continue
+        source = f"env {option.env}, " if environment else ""
         parser.add_argument(
             option.flag,
             dest=option.name,
             type=option.parse,
             default=None,
-            help=f"{option.help} [env {option.env}, default {option.default}]",
+            help=f"{option.help} [{source}default {option.default}]",
         )
 
 

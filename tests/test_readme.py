@@ -30,3 +30,6 @@ def test_the_first_two_commands_are_run_and_test() -> None:
     commands = [line for line in README.read_text().splitlines() if line.startswith("make ")]
     assert [c.split()[1] for c in commands[:2]] == ["run", "test"]
 
+
+def test_the_readme_is_a_guide_read_in_five_minutes() -> None:
+    assert len(README.read_text().splitlines()) <= 150

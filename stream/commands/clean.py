@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
@@ -9,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from stream.engine import DictMemory, Engine, FileSource, Limits, Session, SessionState, Verdict
+from stream.engine import DictMemory, Engine, FileSource, Session, SessionState, Verdict
 from stream.engine.tally import Tally
+from stream.settings import Settings, add_options
 from stream.sources.session_files import (
     READ_ERRORS,
     find_session_files,
@@ -18,6 +20,11 @@ from stream.sources.session_files import (
     read_error_reason,
     session_id_of,
 )
+
+DESCRIPTION = "Clean OpenClaw session files with the same engine the worker runs."
+# The engine's options; `clean` talks to no broker and, unlike the worker, reads no
+# SESSION_STREAM_* variable.
+ENGINE_OPTIONS = ("max_ids", "alert_snippet_chars", "heartbeat_prompt")
 
 
 class UsageError(ValueError):
@@ -105,10 +112,22 @@ def run(job: CleanJob, engine: Engine, stdout: BinaryIO, stderr) -> int:
     return 1 if unreadable else 0
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="session file or directory")
+    parser.add_argument(
+        "--out", help="cleaned output of a single input file (default: standard output; - too)"
+    )
+    parser.add_argument(
+        "--out-dir", help="directory for cleaned copies, at each file's path relative to its PATH"
+    )
+    parser.add_argument("--alerts", help="write alerts here, one JSON object per line")
+    parser.add_argument("--dead-letters", help="write dead letters here, one JSON object per line")
+    add_options(parser, ENGINE_OPTIONS, connection=False, environment=False)
+
+
 def main(args, stdout: BinaryIO | None = None, stderr=None) -> int:
     stdout = stdout or sys.stdout.buffer
     stderr = stderr or sys.stderr
     job = plan(args.paths, args.out, args.out_dir, args.alerts, args.dead_letters)
-    limits = Limits(max_ids=args.max_ids, snippet_chars=args.alert_snippet_chars,
-                    heartbeat_prompt=args.heartbeat_prompt)
-    return run(job, Engine(limits), stdout, stderr)
+    settings = Settings.load(args, environ={})
+    return run(job, Engine(settings.limits()), stdout, stderr)

@@ -25,9 +25,10 @@ import orjson
 
 from stream.brokers import RunningBroker, free_port, start_broker
 from stream.brokers.local import die_with_parent_hook
+from stream.consumers.consume import consume
 from stream.consumers.memory_writer.compare import duplicate_line_report, format_report
-from stream.consumers.memory_writer.consume import consume
 from stream.consumers.memory_writer.files import MemoryWriter
+from stream.consumers.memory_writer.sink import MemorySink
 from stream.consumers.tail import format_record, record_time
 from stream.kafka.consumer import make_consumer, topic_partitions
 from stream.settings import ENV_PREFIX, Settings, add_options
@@ -50,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     # SIGTERM stops it as Ctrl-C does: the worker first, then the broker it needs to stop
-    # cleanly (with the broker gone first, a worker waited 45 s on it before it exited).
+    # cleanly (with the broker gone first, a worker waits out its client's timeouts on it).
     signal.signal(signal.SIGTERM, _interrupt)
     settings = Settings.load(args)
     broker: RunningBroker | None = None
@@ -113,7 +114,7 @@ async def _compare_memory(settings: Settings) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         folder.parent.mkdir(parents=True, exist_ok=True)
         group = f"{settings.app_id}-dev-{name}-{os.getpid()}-{time.time_ns()}"
-        await consume(settings, topic, MemoryWriter(folder), group, follow=False)
+        await consume(settings, topic, MemorySink(MemoryWriter(folder)), group, follow=False)
         folders[name] = folder
     report = duplicate_line_report(folders["raw"], folders["clean"])
     _show_memory_file(folders["clean"], report)

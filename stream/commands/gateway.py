@@ -16,15 +16,16 @@ import os
 from pathlib import Path
 from typing import TextIO
 
+from stream.commands.publishing import add_source_arguments, run
 from stream.openclaw import PASSWORD_ENV, TOKEN_ENV
-from stream.settings import OPTIONS, Settings, positive_int
+from stream.settings import Settings, add_options, positive_int
+from stream.sources.base import Source, SourceError
 from stream.sources.gateway.projection import ProjectedSource
 from stream.sources.gateway.protocol import Auth
 from stream.sources.gateway.source import Gateway, GatewaySource
 from stream.sources.gateway.stores import Stores
-from stream.sources.publish import Source, SourceError, add_source_arguments, run
 from stream.sources.sqlite import DEFAULT_PAGE_SIZE
-from stream.sources.transcript_store import zstd_decompressor
+from stream.sources.store.reader import zstd_decompressor
 
 DEFAULT_URL = "ws://127.0.0.1:18789"
 DEFAULT_CHECKPOINT = ".session-stream/gateway.checkpoint.json"
@@ -62,12 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="most events read per query and sent per batch (default %(default)s)",
     )
     add_source_arguments(parser, DEFAULT_CHECKPOINT)
-    deadline = next(option for option in OPTIONS if option.name == "startup_deadline")
-    parser.add_argument(
-        deadline.flag, dest=deadline.name, type=deadline.parse, default=None,
-        help="give up (exit 1) when the gateway has not accepted a connection within this "
-        f"long (seconds; 0: never) [env {deadline.env}, default {deadline.default}]",
-    )
+    add_options(parser, ("startup_deadline",), connection=False)
 
 
 def credentials(args: argparse.Namespace) -> Auth:

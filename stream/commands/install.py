@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from stream.openclaw import default_state_dir
+from stream.openclaw import add_state_argument, default_state_dir
 from stream.service.layout import StateDir, add_state_dir_argument
 from stream.service.managers import ManagerError, manager_for
 from stream.service.units import Service
@@ -24,10 +24,7 @@ from stream.service.units import Service
 
 def add_service_arguments(parser: argparse.ArgumentParser) -> None:
     add_state_dir_argument(parser)
-    parser.add_argument(
-        "--openclaw-state", type=Path, default=None, metavar="DIR",
-        help="OpenClaw's state folder (default: $OPENCLAW_STATE_DIR, else ~/.openclaw)",
-    )
+    add_state_argument(parser)
     parser.add_argument(
         "--manager", choices=("systemd", "launchd"),
         default="launchd" if sys.platform == "darwin" else "systemd",

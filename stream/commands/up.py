@@ -15,13 +15,12 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import TextIO
 
 from stream.brokers.home import assemble_note
 from stream.brokers.local import BrokerStartError
 from stream.commands.broker import add_broker_arguments, prepare
-from stream.openclaw import OpenClaw
+from stream.openclaw import OpenClaw, add_state_argument
 from stream.service.layout import StateDir, add_state_dir_argument
 from stream.service.pipeline import AlreadyRunning, Pipeline, check_not_running, web_port
 from stream.settings import ENV_PREFIX, Settings, add_options
@@ -29,11 +28,7 @@ from stream.settings import ENV_PREFIX, Settings, add_options
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_state_dir_argument(parser)
-    parser.add_argument(
-        "--openclaw-state", type=Path, default=None, metavar="DIR",
-        help="OpenClaw's state folder, holding openclaw.json and agents/ (default: "
-        "$OPENCLAW_STATE_DIR, else ~/.openclaw)",
-    )
+    add_state_argument(parser, ", holding openclaw.json and agents/")
     add_broker_arguments(parser)
     add_options(parser)
 

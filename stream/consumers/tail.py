@@ -9,11 +9,9 @@ from, or commits offsets for, the worker.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import binascii
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from datetime import UTC, datetime
@@ -21,17 +19,14 @@ from typing import TextIO
 
 import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from aiokafka.errors import KafkaError
 
 from stream.kafka.consumer import (
     METADATA_GRACE,
-    TopicMissing,
-    cannot_read,
     caught_up,
     make_consumer,
     topic_partitions,
 )
-from stream.settings import Settings, add_options, positive_int
+from stream.settings import Settings
 
 ROLES = ("alerts", "clean", "dlq", "input")
 IDLE_TIMEOUT = 1.5
@@ -228,49 +223,3 @@ async def tail(
             printed += 1
             if printed == limit:
                 return
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--topic", choices=ROLES, default="alerts", help="which topic to print (default alerts)"
-    )
-    parser.add_argument(
-        "--follow", action="store_true", help="keep printing new records until Ctrl-C"
-    )
-    parser.add_argument(
-        "--from-beginning",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="start at the oldest record (default); --no-from-beginning starts at the end",
-    )
-    parser.add_argument(
-        "--max", type=positive_int, default=None, metavar="N", help="stop after N records"
-    )
-    add_options(parser, ("broker", "input_topic", "clean_topic", "alerts_topic", "dlq_topic"))
-
-
-def main(
-    args: argparse.Namespace, stdout: TextIO | None = None, stderr: TextIO | None = None
-) -> int:
-    """Exit 0 after printing (or on Ctrl-C), 1 when the broker or the topic is not there."""
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
-    settings = Settings.load(args)
-    topic = topic_of(settings, args.topic)
-    try:
-        asyncio.run(
-            tail(
-                settings,
-                args.topic,
-                follow=args.follow,
-                from_beginning=args.from_beginning,
-                limit=args.max,
-                out=stdout,
-            )
-        )
-    except KeyboardInterrupt:
-        return 0
-    except (KafkaError, TopicMissing) as error:
-        print(cannot_read(settings, topic, error), file=stderr)
-        return 1
-    return 0

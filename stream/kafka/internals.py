@@ -23,6 +23,8 @@ from functools import cache
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from stream.kafka.ends import record_ends
+
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.consumer.group_coordinator import GroupCoordinator
@@ -403,8 +405,6 @@ def _recovery_highwaters_from_fetches(client_options: Mapping[str, Any]) -> None
     """
     from aiokafka import TopicPartition
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
-
-    from stream.kafka.consumer import record_ends
 
     options = dict(client_options)
 

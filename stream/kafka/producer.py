@@ -42,7 +42,10 @@ Headers = tuple[tuple[str, bytes], ...]
 SEND_WINDOW = 1000
 
 
-class Record(Protocol):
+class RoutedRecord(Protocol):
+    """A record that names its own topic and partition (the worker's outputs and changelog
+    records)."""
+
     @property
     def topic(self) -> str: ...
     @property
@@ -55,7 +58,7 @@ class Record(Protocol):
     def headers(self) -> list[tuple[str, bytes]] | None: ...
 
 
-R = TypeVar("R", bound=Record)
+R = TypeVar("R", bound=RoutedRecord)
 
 
 class DeliveryFailed(Exception):

@@ -36,13 +36,13 @@ from aiokafka.errors import (
 
 from stream.kafka import internals
 from stream.kafka.configuration import MAX_RECORD_BYTES, REQUEST_TIMEOUT_MS, client_options
-from stream.kafka.producer import NEVER_FITS, Record, init_refusals_unlogged
+from stream.kafka.producer import NEVER_FITS, RoutedRecord, init_refusals_unlogged
 from stream.kafka.retry import Backoff, curable
 from stream.settings import Settings
 
 log = logging.getLogger(__name__)
 
-R = TypeVar("R", bound=Record)
+R = TypeVar("R", bound=RoutedRecord)
 
 # How long the probe at start waits for a transaction coordinator: a first InitProducerId on a
 # fresh Apache Kafka creates its transaction log (50 partitions), seconds on a busy box; a broker
@@ -278,7 +278,7 @@ def _batches(producer: AIOKafkaProducer, records: list[R], alone: set[int]):
         yield chunk, batch
 
 
-def _append(batch, record: Record) -> bool:
+def _append(batch, record: RoutedRecord) -> bool:
     return batch.append(key=record.key, value=record.value, timestamp=None,
                         headers=record.headers or []) is not None
 

@@ -31,19 +31,14 @@ from aiokafka.errors import KafkaError
 from stream.consumers.tail import format_record, record_time
 from stream.kafka.admin import answers_metadata
 from stream.kafka.configuration import client_options
-from stream.kafka.consumer import (
-    TopicMissing,
-    committed_counts,
-    make_consumer,
-    record_ends,
-    topic_partitions,
-)
+from stream.kafka.consumer import TopicMissing, make_consumer, topic_partitions
+from stream.kafka.ends import committed_counts, record_ends
 from stream.service.layout import StateDir
 from stream.settings import Settings
 from stream.sources.follow import KIND as FOLLOW
 from stream.sources.positions import PositionsError, load_positions
 from stream.sources.session_files import is_session_file
-from stream.sources.transcript_store import progress_from_json
+from stream.sources.store.rewrites import progress_from_json
 
 BROKER_TIMEOUT = 10.0
 # Processes a pid of up.json may belong to: any other is a pid used again since.

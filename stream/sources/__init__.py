@@ -1,2 +1,3 @@
-"""What feeds the input topic: OpenClaw's session files (`produce`, `follow`) and its agent
-databases (`follow-sqlite`), all publishing through `stream.kafka.producer`."""
+"""What feeds the input topic: OpenClaw's session files (`produce`, `follow`), its agent
+databases (`sqlite`) and its Gateway (`gateway`). Each source keeps to the contract of `base`
+and is run by the loop of `publish`; their commands are in `stream.commands`."""

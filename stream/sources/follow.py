@@ -23,17 +23,16 @@ acknowledged the lines.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import os
 import stat
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO
 
+from stream.sources.base import Batch, Record, SourceError
 from stream.sources.positions import PositionsError, load_positions, save_positions
-from stream.sources.publish import Batch, Record, SourceError, add_source_arguments, run
 from stream.sources.session_files import (
     first_line,
     is_session_file,
@@ -342,20 +341,3 @@ def _load(checkpoint: Path, origin: str) -> Positions:
     except (KeyError, TypeError) as error:
         raise PositionsError(f"checkpoint {checkpoint} has a malformed entry: {error}") from error
     return {position.identity: position for position in positions}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "root",
-        metavar="DIR",
-        type=Path,
-        help="folder searched at any depth for session files; the narrower the cheaper each "
-        "pass (e.g. ~/.openclaw/agents)",
-    )
-    add_source_arguments(parser, DEFAULT_CHECKPOINT)
-
-
-def main(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
-    """Exit 0 when done (--once) or stopped by a signal, 1 on a broker, folder or checkpoint
-    error."""
-    return run("follow", lambda: FileFollower(args.root, args.checkpoint), args, stderr)

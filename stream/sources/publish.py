@@ -1,10 +1,11 @@
-"""What the live sources share: the poll, send, checkpoint loop and the command-line plumbing.
+"""What the live sources share: the poll, send, checkpoint loop.
 
-A source only reads: `poll()` says which records are new and where the source will stand once
-they are delivered, without moving. The loop sends them through the producer of
-`stream.sources.produce` (acks=all, a bounded window of unacknowledged sends) and only then calls
-`commit()`, which moves the source and saves its checkpoint. A crash between the two re-sends
-the batch on restart (at-least-once; the worker drops repeated entry ids), and never skips it.
+A source (`stream.sources.base`) only reads: `poll()` says which records are new and where the
+source will stand once they are delivered, without moving. The loop sends them through an
+idempotent producer (`stream.kafka.producer`: acks=all, a bounded window of unacknowledged sends)
+and only then calls `commit()`, which moves the source and saves its checkpoint. A crash between
+the two re-sends the batch on restart (at-least-once; the worker drops repeated entry ids), and
+never skips it.
 
 A live source (`LiveSource`: the gateway source, follow-sqlite) also runs a watcher beside the
 loop, which says when there is news (an event on the gateway's bus, a commit to the store); the
@@ -18,72 +19,25 @@ by itself when the broker is back, and what it sent twice is the same records, b
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Generic, Protocol, TextIO, TypeVar, runtime_checkable
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
 
-from stream.kafka.admin import ensure_input_topic
-from stream.kafka.producer import Headers, send_records, start_idempotent_producer
-from stream.kafka.retry import Backoff, Stopped, quiet_client_logs, until_done
-from stream.progress import DEFAULT_INTERVAL, Progress
-from stream.settings import Settings, add_options
-from stream.sources.positions import PositionsError
+from stream.kafka.producer import send_records, start_idempotent_producer
+from stream.kafka.retry import Backoff, Stopped, until_done
+from stream.progress import Progress
+from stream.settings import Settings
+from stream.sources.base import LiveSource, P, Record, Source
 
-# (key, value), or (key, value, headers) for a source that knows more than the key.
-Record = tuple[bytes, bytes] | tuple[bytes, bytes, Headers]
 Send = Callable[[list[Record]], Awaitable[object]]
-P = TypeVar("P")
-DEFAULT_POLL_INTERVAL = 1.0
-# Seconds between the starts of two rounds of a live source at least. News can come every few
-# ms (an event per message, a look at the store's counter every 10 ms while it is written to),
-# and each round costs a produce request, a record batch per partition it touches and a
-# checkpoint write. The broker pays for the batches at every fetch after (Tansu's in-memory
-# store lists a partition's batches on each), so at 200 rows/s in bench's source latency run
-# the gateway source's p99 was 120-164 ms with rounds every 10 ms (80 a second), 110-117 every
-# 20 ms (47), 90-100 every 30 ms (32) and 112-143 every 40 ms, p50 52-56 ms but for the last
-# (60): a row waits for its round before its read, where it waited for the producer's 10 ms
-# linger after it (docs/performance.md).
+# Seconds between the starts of two rounds of a live source at least: each round costs a produce
+# request, a record batch per partition it touches and a checkpoint write, and news can come
+# every few ms. What other intervals gave: docs/performance.md, "No row waits for a poll".
 ROUND_INTERVAL = 0.03
-
-
-class SourceError(RuntimeError):
-    """The source cannot go on: its input is missing, unreadable or needs a missing module."""
-
-
-@dataclass(frozen=True)
-class Batch(Generic[P]):
-    records: list[Record]
-    position: P  # where the source stands once `records` are acknowledged
-    more: bool = False  # a read limit cut the batch short: poll again without waiting
-
-
-class Source(Protocol[P]):
-    def poll(self) -> Batch[P]: ...
-
-    def commit(self, batch: Batch[P]) -> None: ...
-
-    def close(self) -> None: ...
-
-
-@runtime_checkable
-class LiveSource(Source[P], Protocol[P]):
-    async def watch(self, news: asyncio.Event, stop: asyncio.Event) -> None:
-        """Runs beside `pump` until `stop`; sets `news` when a poll may find something.
-
-        Raises SourceError when the source cannot go on; `pump` then stops with it.
-        """
-        ...
 
 
 async def pump(
@@ -206,85 +160,3 @@ def _sender(producer: AIOKafkaProducer, topic: str) -> Send:
         await send_records(producer, topic, records)
 
     return send
-
-
-def add_source_arguments(parser: argparse.ArgumentParser, default_checkpoint: str) -> None:
-    parser.add_argument(
-        "--checkpoint",
-        type=Path,
-        default=Path(default_checkpoint),
-        metavar="FILE",
-        help="where the position is kept across restarts (default %(default)s)",
-    )
-    parser.add_argument(
-        "--poll-interval",
-        type=_positive_seconds,
-        default=DEFAULT_POLL_INTERVAL,
-        metavar="S",
-        help="seconds between looks for new data (default %(default)s)",
-    )
-    parser.add_argument(
-        "--once",
-        action="store_true",
-        help="publish what is there now, then exit (for tests and cron)",
-    )
-    add_progress_argument(parser)
-    add_options(parser, ("broker", "partitions", "replication", "input_topic"))
-
-
-def add_progress_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--progress-interval",
-        type=_positive_seconds,
-        default=DEFAULT_INTERVAL,
-        metavar="S",
-        help="log what was done every this many seconds, when something was "
-        "(default %(default)s), and once more on stop",
-    )
-
-
-def _positive_seconds(text: str) -> float:
-    seconds = float(text)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
-    return seconds
-
-
-def run(
-    name: str,
-    open_source: Callable[[], Source[P]],
-    args: argparse.Namespace,
-    stderr: TextIO | None = None,
-) -> int:
-    """The body of a source command's main(): exit 0 when stopped or done, 1 on any failure."""
-    stderr = stderr or sys.stderr
-    logging.basicConfig(
-        level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
-    )
-    quiet_client_logs()
-    settings = Settings.load(args)
-    try:
-        source = open_source()
-    except (PositionsError, SourceError) as error:
-        print(f"session-stream {name}: {error}", file=stderr)
-        return 1
-    progress = Progress(name, args.progress_interval)
-    try:
-        ensure_input_topic(settings)
-        sent = asyncio.run(publish(settings, source, args.poll_interval, args.once, progress))
-    except KafkaError as error:
-        print(
-            f"session-stream {name}: cannot publish to the Kafka broker at "
-            f"{settings.bootstrap}: {error}",
-            file=stderr,
-        )
-        return 1
-    except (SourceError, OSError) as error:
-        print(f"session-stream {name}: {error}", file=stderr)
-        return 1
-    finally:
-        source.close()
-    if not args.once:
-        progress.stopped()
-    print(f"session-stream {name}: published {sent} records to {settings.input_topic}", file=stderr)
-    return 0

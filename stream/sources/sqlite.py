@@ -4,7 +4,7 @@ Polls one agent's openclaw-agent.sqlite (OpenClaw 2026.8+) read-only and publish
 event byte for byte to the input topic, keyed by its session id, in seq order per session, with
 what the store knows of the session as headers. A transcript OpenClaw rewrote in place (its
 generation changed) is sent again from its first changed event. The reading is
-`stream.sources.transcript_store`'s, which the gateway source shares; the last seq sent per
+`stream.sources.store`'s, which the gateway source shares; the last seq sent per
 session, and the chain digests that tell a rewrite, are checkpointed after the broker
 acknowledged them. A commit to the store wakes the follower within CHANGE_INTERVAL (the store's
 change counter; a fifth of it while the store is being written to), which then reads the
@@ -13,26 +13,16 @@ sessions appended to; the whole store is read every poll interval.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sqlite3
 import time
 from pathlib import Path
-from typing import TextIO
 
-from stream.settings import positive_int
+from stream.sources.base import DEFAULT_POLL_INTERVAL, Batch
 from stream.sources.positions import PositionsWriter, load_positions
-from stream.sources.publish import DEFAULT_POLL_INTERVAL, Batch, add_source_arguments, run
-from stream.sources.transcript_store import (
-    CHANGE_INTERVAL,
-    ChangeLooks,
-    Decompress,
-    Progress,
-    TranscriptStore,
-    progress_from_json,
-    progress_to_json,
-    zstd_decompressor,
-)
+from stream.sources.store.changes import CHANGE_INTERVAL, ChangeLooks
+from stream.sources.store.reader import Decompress, TranscriptStore, zstd_decompressor
+from stream.sources.store.rewrites import Progress, progress_from_json, progress_to_json
 
 __all__ = ["Progress", "SqliteFollower", "zstd_decompressor"]
 
@@ -105,29 +95,3 @@ class SqliteFollower:
 
     def _connect(self) -> sqlite3.Connection:
         return self.store.connect()
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "database", metavar="PATH", type=Path, help="an agent's openclaw-agent.sqlite"
-    )
-    parser.add_argument(
-        "--page-size",
-        type=positive_int,
-        default=DEFAULT_PAGE_SIZE,
-        metavar="N",
-        help="most events read per query and sent per batch (default %(default)s)",
-    )
-    add_source_arguments(parser, DEFAULT_CHECKPOINT)
-
-
-def main(args: argparse.Namespace, stderr: TextIO | None = None) -> int:
-    """Exit 0 when done (--once) or stopped by a signal, 1 on a broker, database or checkpoint
-    error (a zstd-compressed event without a zstd module among them)."""
-    return run(
-        "follow-sqlite",
-        lambda: SqliteFollower(args.database, args.checkpoint, args.page_size, zstd_decompressor(),
-                               poll_interval=args.poll_interval),
-        args,
-        stderr,
-    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stream.engine import Engine, Limits
+from stream.engine import Engine
 from stream.formats import state_format_for
 from stream.kafka import internals
 from stream.kafka.configuration import MAX_RECORD_BYTES, faust_credentials
@@ -98,8 +98,7 @@ def create_app(settings: Settings, *, exactly_once: bool = False) -> Worker:
     store = TableStore(internals.table_dict(sessions), internals.table_dict(memory),
                        sessions.changelog_topic_name, memory.changelog_topic_name, state_format)
     processor = BatchProcessor(
-        Engine(Limits(max_ids=settings.max_ids, snippet_chars=settings.alert_snippet_chars,
-                      heartbeat_prompt=settings.heartbeat_prompt, state_format=state_format)),
+        Engine(settings.limits(state_format=state_format)),
         store,
         settings,
     )

@@ -25,11 +25,9 @@ _SEP = b"\x00"
 _INLINE_FORMAT: Final = 3
 # A session's memory lives in its stored value until it holds more than this many values, then
 # in the memory table for good. Most sessions stay small, and in the table every value costs a
-# key, a value and a dict slot, about 150 bytes held for 12-33 bytes of data: a million
-# three-entry sessions (`python -m bench.rss`) held 1.44 GiB with their six values each in the
-# table, 0.50 GiB with them in their stored values. But a state write rewrites the whole memory
-# held there: with 8 (a keyed user turn and its direct reply hold 7), the changelog of 1,040
-# interleaved corpus sessions grew from 86.5 to 97.2 bytes of values per entry, with 16 to 121.
+# key, a value and a dict slot, many times its data. But a state write rewrites the whole memory
+# held there, so the changelog grows with the bound: 8 holds a keyed user turn and its direct
+# reply (7). What each choice measured: docs/performance.md, on state format 3.
 INLINE_VALUES: Final = 8
 
 

@@ -40,7 +40,7 @@ from stream.commands.clean import clean_session
 from stream.engine import Engine
 from stream.kafka.admin import ensure_topics
 from stream.kafka.configuration import client_options
-from stream.kafka.consumer import log_end_offsets
+from stream.kafka.ends import log_end_offsets
 from stream.kafka.producer import make_producer, send_records
 from stream.settings import Settings
 from stream.worker.app import changelog_topics

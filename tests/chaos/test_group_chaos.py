@@ -31,7 +31,7 @@ from aiokafka import TopicPartition
 from stream.brokers import RunningBroker, start_broker, start_kafka
 from stream.kafka.admin import ensure_topics
 from stream.kafka.configuration import client_options
-from stream.kafka.consumer import log_end_offsets
+from stream.kafka.ends import log_end_offsets
 from stream.settings import Settings
 from stream.worker.app import changelog_topics
 from tests.support.harness import (

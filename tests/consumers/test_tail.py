@@ -11,6 +11,7 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from stream.brokers import RunningBroker, free_port
+from stream.commands import tail as tail_command
 from stream.consumers import tail
 from stream.kafka.admin import create_topics
 from tests.support.topics import PARTITIONS, parse, publish, settings_for
@@ -117,9 +118,9 @@ def test_control_characters_from_the_topic_are_escaped() -> None:
 
 
 def test_tail_reports_an_unreachable_broker() -> None:
-    args = parse(tail, ["--broker", f"kafka://127.0.0.1:{free_port()}"])
+    args = parse(tail_command, ["--broker", f"kafka://127.0.0.1:{free_port()}"])
     stderr = io.StringIO()
-    assert tail.main(args, stdout=io.StringIO(), stderr=stderr) == 1
+    assert tail_command.main(args, stdout=io.StringIO(), stderr=stderr) == 1
     assert "cannot read session-alerts from the Kafka broker" in stderr.getvalue()
 
 
@@ -146,11 +147,11 @@ def test_tail_main_prints_alerts_and_stops_at_the_end(broker: RunningBroker) -> 
     create_topics(broker.bootstrap, {settings.alerts_topic: PARTITIONS})
     alerts = [alert_json("echo", "e-1", "first"), alert_json("gap", "e-2", "second")]
     asyncio.run(publish(settings, settings.alerts_topic, [(b"s-1", a) for a in alerts]))
-    args = parse(tail, ["--broker", broker.url, "--alerts-topic", settings.alerts_topic])
+    args = parse(tail_command, ["--broker", broker.url, "--alerts-topic", settings.alerts_topic])
     stdout = io.StringIO()
 
     before = datetime.now(UTC).replace(microsecond=0)
-    assert tail.main(args, stdout=stdout) == 0
+    assert tail_command.main(args, stdout=stdout) == 0
 
     lines = [line.split(" ", 1) for line in stdout.getvalue().splitlines()]
     assert [body for _, body in lines] == [
@@ -169,7 +170,7 @@ def test_tail_main_stops_after_max_records(broker: RunningBroker) -> None:
     entries = [orjson.dumps({"type": "message", "id": f"e-{n}"}) for n in range(5)]
     asyncio.run(publish(settings, settings.clean_topic, [(b"s-2", e) for e in entries]))
     args = parse(
-        tail,
+        tail_command,
         [
             "--broker",
             broker.url,
@@ -183,7 +184,7 @@ def test_tail_main_stops_after_max_records(broker: RunningBroker) -> None:
     )
     stdout = io.StringIO()
 
-    assert tail.main(args, stdout=stdout) == 0
+    assert tail_command.main(args, stdout=stdout) == 0
 
     assert [line.split(" ", 1)[1] for line in stdout.getvalue().splitlines()] == [
         "session=s-2 message id=e-0 role=-",
@@ -193,10 +194,11 @@ def test_tail_main_stops_after_max_records(broker: RunningBroker) -> None:
 
 @pytest.mark.integration
 def test_tail_main_reports_a_missing_topic(broker: RunningBroker) -> None:
-    args = parse(tail, ["--broker", broker.url, "--dlq-topic", "never-created", "--topic", "dlq"])
+    args = parse(tail_command,
+                 ["--broker", broker.url, "--dlq-topic", "never-created", "--topic", "dlq"])
     stderr = io.StringIO()
 
-    assert tail.main(args, stdout=io.StringIO(), stderr=stderr) == 1
+    assert tail_command.main(args, stdout=io.StringIO(), stderr=stderr) == 1
 
     assert "topic 'never-created' does not exist" in stderr.getvalue()
 

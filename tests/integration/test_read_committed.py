@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from stream.consumers.memory_writer.consume import consume
+from stream.consumers.consume import consume
 from stream.consumers.memory_writer.files import MemoryWriter
+from stream.consumers.memory_writer.sink import MemorySink
 from stream.engine import SessionState
 from stream.kafka.admin import create_topics, ensure_topics
 from stream.worker.app import changelog_topics
@@ -70,7 +71,8 @@ def test_tail_and_the_memory_writer_never_read_an_aborted_record(broker, tmp_pat
         header, first, last]
 
     written = MemoryWriter(tmp_path / "memory")
-    run(consume(settings, settings.clean_topic, written, "committed-reads-writer", follow=False))
+    run(consume(settings, settings.clean_topic, MemorySink(written), "committed-reads-writer",
+                follow=False))
     expected = MemoryWriter(tmp_path / "expected")
     expected.write((key.decode(), raw) for raw in (header, first, last))
     (file,) = (tmp_path / "expected").glob("*.md")

@@ -17,7 +17,8 @@ from aiokafka.errors import (
 
 from stream.kafka.producer import send_records
 from stream.kafka.retry import Backoff, Stopped, _OncePerWindow, curable, until_done
-from stream.sources.publish import Batch, Record, pump
+from stream.sources.base import Batch, Record
+from stream.sources.publish import pump
 from tests.support.sources import ScriptedSource, records
 
 FAST = Backoff(first=0.001, most=0.002)

@@ -24,7 +24,7 @@ import orjson
 import pytest
 
 from stream.brokers import RunningBroker
-from stream.consumers.tail import TopicMissing
+from stream.kafka.consumer import TopicMissing
 from stream.settings import Settings
 from tests.support.harness import wait_until
 from tests.support.openclaw import shapes

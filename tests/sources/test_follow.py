@@ -13,10 +13,11 @@ import orjson
 import pytest
 
 from stream.brokers import free_port
+from stream.commands import follow as follow_command
 from stream.sources import follow
+from stream.sources.base import Batch
 from stream.sources.follow import FileFollower, Position
 from stream.sources.positions import PositionsError
-from stream.sources.publish import Batch
 from stream.sources.session_files import open_lines
 from tests.support.data import FIXTURES
 from tests.support.session_files import POINTER, TELEGRAM_MESSAGES, TRACE_LINE
@@ -383,11 +384,11 @@ def test_a_backlog_larger_than_the_read_budget_comes_in_several_batches(
 
 def test_main_reports_a_missing_folder(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
-    follow.add_arguments(parser)
+    follow_command.add_arguments(parser)
     args = parser.parse_args([str(tmp_path / "missing"), "--checkpoint", str(tmp_path / "cp")])
     stderr = io.StringIO()
 
-    assert follow.main(args, stderr=stderr) == 1
+    assert follow_command.main(args, stderr=stderr) == 1
 
     assert "is not a directory" in stderr.getvalue()
     assert not os.path.exists(tmp_path / "cp")
@@ -396,7 +397,7 @@ def test_main_reports_a_missing_folder(tmp_path: Path) -> None:
 def test_main_reports_an_unreachable_broker(root: Path, sessions: Path) -> None:
     (sessions / "s-1.jsonl").write_bytes(header("s-1"))
     parser = argparse.ArgumentParser()
-    follow.add_arguments(parser)
+    follow_command.add_arguments(parser)
     checkpoint = root.parent / "cp.json"
     args = parser.parse_args(
         [
@@ -410,7 +411,7 @@ def test_main_reports_an_unreachable_broker(root: Path, sessions: Path) -> None:
     )
     stderr = io.StringIO()
 
-    assert follow.main(args, stderr=stderr) == 1
+    assert follow_command.main(args, stderr=stderr) == 1
 
     assert "cannot publish to the Kafka broker at 127.0.0.1:" in stderr.getvalue()
     assert not checkpoint.exists()

@@ -14,11 +14,12 @@ import pytest
 from websockets.asyncio.server import serve
 
 from stream.brokers import free_port
+from stream.sources.base import Record, SourceError
 from stream.sources.gateway.projection import ProjectedSource
 from stream.sources.gateway.protocol import Auth
 from stream.sources.gateway.source import Gateway, GatewaySource
 from stream.sources.gateway.stores import Stores
-from stream.sources.publish import Record, SourceError, pump
+from stream.sources.publish import pump
 from tests.support.fake_gateway import (
     REFUSALS,
     TOKEN,

@@ -17,12 +17,11 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from stream.brokers import RunningBroker
+from stream.commands import follow, follow_sqlite
 from stream.consumers.tail import read_topic
 from stream.kafka.admin import create_topics
 from stream.kafka.producer import make_producer, send_records
 from stream.settings import Settings
-from stream.sources import follow
-from stream.sources import sqlite as follow_sqlite
 from stream.sources.publish import start_source_producer
 from stream.sources.session_files import open_lines
 from tests.support.data import FIXTURES

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from stream.brokers import RunningBroker, free_port
+from stream.commands import produce
 from stream.kafka.admin import create_topics
-from stream.sources import produce
+from stream.sources.produce import produce_files
 from stream.sources.session_files import find_session_files, open_lines, session_id_of
 from tests.support.data import FIXTURES
 from tests.support.topics import PARTITIONS, parse, read_all, settings_for
@@ -56,7 +57,7 @@ async def test_produce_sends_every_line_byte_for_byte_in_session_order(
     create_topics(broker.bootstrap, {settings.input_topic: PARTITIONS})
     paths = [FIXTURES, extra_sessions]
 
-    report = await produce.produce_files(settings, [str(p) for p in paths])
+    report = await produce_files(settings, [str(p) for p in paths])
 
     expected = expected_by_key(paths)
     assert expected[b"with-bad-line"] == [

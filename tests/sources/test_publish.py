@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from stream.sources.publish import Batch, Record, pump
+from stream.sources.base import Batch, Record
+from stream.sources.publish import pump
 from tests.support.sources import ScriptedSource, records
 
 

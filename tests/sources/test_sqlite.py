@@ -15,8 +15,9 @@ import orjson
 import pytest
 import zstandard
 
-from stream.sources import sqlite as follow_sqlite
-from stream.sources.publish import Record, SourceError, pump
+from stream.commands import follow_sqlite
+from stream.sources.base import Record, SourceError
+from stream.sources.publish import pump
 from stream.sources.sqlite import SqliteFollower, zstd_decompressor
 from tests.support.sources import by_key, drain
 from tests.support.sqlite_store import COMPRESSED_SCHEMA, create_store, event, insert

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from stream.sources.base import Record, Source
 from stream.sources.gateway.protocol import Auth
 from stream.sources.gateway.source import Gateway, GatewaySource
 from stream.sources.gateway.stores import Stores
-from stream.sources.publish import Record, Source, pump
+from stream.sources.publish import pump
 from stream.sources.sqlite import SqliteFollower
-from stream.sources.transcript_store import BUSY_SECONDS, BUSY_SPEEDUP, ChangeLooks
+from stream.sources.store.changes import BUSY_SECONDS, BUSY_SPEEDUP, ChangeLooks
 from tests.support.fake_gateway import TOKEN, FakeGateway, running, session_message
 from tests.support.sources import by_key, drain
 from tests.support.sqlite_store import (

@@ -11,7 +11,8 @@ import pytest
 
 from stream.sources.positions import save_positions
 from stream.sources.sqlite import KIND, SqliteFollower
-from stream.sources.transcript_store import STRIDE, Progress, TranscriptStore
+from stream.sources.store.reader import TranscriptStore
+from stream.sources.store.rewrites import STRIDE, Progress
 from tests.support.sources import drain
 from tests.support.sqlite_store import (
     compact,

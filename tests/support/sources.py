@@ -11,7 +11,8 @@ import orjson
 from stream.brokers import RunningBroker
 from stream.consumers.tail import read_topic
 from stream.settings import Settings
-from stream.sources.publish import Batch, Record, Source, pump
+from stream.sources.base import Batch, Record, Source
+from stream.sources.publish import pump
 
 
 def drain(source: Source) -> list[Record]:

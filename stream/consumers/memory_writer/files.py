@@ -39,14 +39,14 @@ from stream.durable import fsync_folder
 from stream.engine.entry import Entry, MalformedEntry, parse
 from stream.kafka.producer import Headers
 
-# (session id, raw entry) or (session id, raw entry, the record's headers)
-Record = tuple[str, bytes] | tuple[str, bytes, Headers]
+# (session id, raw entry) or (session id, raw entry, the headers of the Kafka record it came in)
+SessionEntry = tuple[str, bytes] | tuple[str, bytes, Headers]
 
 CACHED_SESSIONS = 1000  # sessions whose ids stay in memory between batches
 __all__ = ["MemoryFolderError", "MemoryWriter", "file_name"]
 
 
-class SessionMemory:
+class SessionFile:
     """One session's markdown file and its index, loaded once and written in batches."""
 
     def __init__(self, session_id: str, markdown: Path, index: Path) -> None:
@@ -152,7 +152,7 @@ class MemoryWriter:
     def __init__(self, folders: Path | Folders) -> None:
         """MemoryFolderError when a folder cannot hold the files (see `folders.open_folder`)."""
         self.folders = OneFolder(folders) if isinstance(folders, Path) else folders
-        self._sessions: dict[str, SessionMemory] = {}
+        self._sessions: dict[str, SessionFile] = {}
 
     @property
     def out(self) -> Path:
@@ -160,17 +160,17 @@ class MemoryWriter:
         assert isinstance(self.folders, OneFolder)
         return self.folders.out
 
-    def write(self, records: Iterable[Record]) -> int:
-        """Write the lines of (session id, raw entry[, record headers]) records; durable when
+    def write(self, entries: Iterable[SessionEntry]) -> int:
+        """Write the lines of (session id, raw entry[, record headers]) entries; durable when
         it returns.
 
-        Returns the number of lines written. Records already written (by entry id) and lines
+        Returns the number of lines written. Entries already written (by entry id) and lines
         that are not JSON entries are skipped.
         """
-        touched: dict[str, SessionMemory] = {}
+        touched: dict[str, SessionFile] = {}
         written = 0
         try:
-            for session_id, raw, *headers in records:
+            for session_id, raw, *headers in entries:
                 try:
                     entry = parse(raw)
                 except MalformedEntry:
@@ -178,8 +178,8 @@ class MemoryWriter:
                 decoded = _decoded(headers[0] if headers else ())
                 touched[session_id] = self._session(session_id, decoded)
                 touched[session_id].add(entry, decoded)
-            for memory in touched.values():
-                written += memory.flush()
+            for file in touched.values():
+                written += file.flush()
             # All flushed, so any session can go and be loaded from disk when it comes back;
             # the least recently used go first.
             while len(self._sessions) > CACHED_SESSIONS:
@@ -191,14 +191,14 @@ class MemoryWriter:
             raise
         return written
 
-    def _session(self, session_id: str, headers: dict[str, str]) -> SessionMemory:
-        memory = self._sessions.pop(session_id, None)
-        if memory is None:
+    def _session(self, session_id: str, headers: dict[str, str]) -> SessionFile:
+        file = self._sessions.pop(session_id, None)
+        if file is None:
             name, folder = file_name(session_id), self.folders.folder_for(headers)
-            memory = SessionMemory(session_id, folder / f"{name}.md",
-                                   folder / INDEX_DIR / f"{name}.ids")
-        self._sessions[session_id] = memory  # (re)inserted last: the most recently used
-        return memory
+            file = SessionFile(session_id, folder / f"{name}.md",
+                               folder / INDEX_DIR / f"{name}.ids")
+        self._sessions[session_id] = file  # (re)inserted last: the most recently used
+        return file
 
     def forget(self) -> None:
         """Drop what is cached: another writer may append to these sessions from now on."""

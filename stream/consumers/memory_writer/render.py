@@ -66,7 +66,7 @@ WRAP = 400
 CONVERSATION = "## Conversation"
 DAY_HEADING = "### "
 # What a source knows of the session beyond its id, in the input records' headers
-# (stream.sources.transcript_store), forwarded by the worker to the clean topic.
+# (stream.sources.store.reader), forwarded by the worker to the clean topic.
 AGENT_HEADER, KEY_HEADER = "openclaw-agent-id", "openclaw-session-key"
 PREVIOUS_HEADER, REASON_HEADER = "openclaw-previous-session-id", "openclaw-window-reason"
 # Control characters and line breaks: a header value is one line of the list, always.

@@ -16,17 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiokafka import ConsumerRecord, TopicPartition
-from aiokafka.errors import KafkaError
 
 from stream.consumers.verdicts.index import VerdictIndex
 from stream.consumers.verdicts.records import read_alert, read_clean
 from stream.kafka.configuration import client_options
-from stream.kafka.consumer import log_end_offsets, make_consumer, topic_partitions
-from stream.kafka.retry import Backoff, curable
+from stream.kafka.consumer import fetch, make_consumer, topic_partitions
+from stream.kafka.ends import log_end_offsets
+from stream.kafka.retry import Backoff
 from stream.settings import Settings
 
 # A fetch returns as soon as records are there, or after this long: the longest a verdict
-# waits in the broker once the worker wrote it (the worker's pipeline is ~120 ms at p99).
+# waits in the broker once the worker wrote it, small beside the worker's own pipeline
+# (docs/performance.md, "The context engine").
 FETCH_WAIT_MS = 20
 POLL_MS = 200
 
@@ -56,17 +57,9 @@ async def follow(settings: Settings, index: VerdictIndex, ready: asyncio.Event,
         backoff = Backoff()
         swept = clock()
         while True:
-            try:
-                batches = await consumer.getmany(timeout_ms=POLL_MS)
-            except KafkaError as error:
-                if not curable(error):
-                    raise
-                delay = backoff.next()
-                log.warning("fetching from %s failed (%s); retrying in %.1fs",
-                            settings.bootstrap, error, delay)
-                await asyncio.sleep(delay)
+            batches = await fetch(consumer, POLL_MS, backoff, settings.bootstrap, log)
+            if batches is None:
                 continue
-            backoff.reset()
             apply(settings, index, batches, progress)
             if not ready.is_set() and await _reached(consumer, ends):
                 ready.set()

@@ -2,6 +2,6 @@
 
 protocol.py holds the frames of the Gateway WebSocket protocol v4, client.py the connection
 (handshake, subscription, keepalive, reconnects), stores.py how the agent stores are found,
-source.py the source itself, projection.py the display-projection mode for a remote gateway,
-and command.py the command line.
+source.py the source itself and projection.py the display-projection mode for a remote
+gateway; the command line is `stream.commands.gateway`.
 """

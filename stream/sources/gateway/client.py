@@ -27,6 +27,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from stream.kafka.retry import Backoff
+from stream.sources.base import SourceError
 from stream.sources.gateway.protocol import (
     HANDSHAKE_TIMEOUT,
     Auth,
@@ -41,7 +42,6 @@ from stream.sources.gateway.protocol import (
     request,
     session_event,
 )
-from stream.sources.publish import SourceError
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import orjson
 
+from stream.sources.base import Batch, Record
 from stream.sources.gateway.client import GatewayClient
 from stream.sources.gateway.protocol import SessionEvent
 from stream.sources.gateway.source import Gateway
-from stream.sources.publish import Batch, Record
 
 
 def projected_entry(payload: dict[str, Any]) -> bytes | None:

@@ -26,23 +26,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from stream.sources.base import Batch, Record
 from stream.sources.gateway.client import INITIAL_BACKOFF, MAX_BACKOFF, GatewayClient
 from stream.sources.gateway.protocol import Auth, SessionEvent
 from stream.sources.gateway.stores import Stores
 from stream.sources.positions import PositionsError, PositionsWriter, load_positions
-from stream.sources.publish import Batch, Record
-from stream.sources.transcript_store import (
-    CHANGE_INTERVAL,
+from stream.sources.store.changes import CHANGE_INTERVAL, ChangeLooks
+from stream.sources.store.reader import (
     TABLE,
-    ChangeLooks,
     Decompress,
-    Progress,
     TranscriptStore,
     agent_of_session_key,
     has_events_table,
-    progress_from_json,
-    progress_to_json,
 )
+from stream.sources.store.rewrites import Progress, progress_from_json, progress_to_json
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from functools import cached_property
 from pathlib import Path
 
 from stream.openclaw import STORE_NAME, default_state_dir
-from stream.sources.publish import SourceError
-from stream.sources.transcript_store import agent_of_path
+from stream.sources.base import SourceError
+from stream.sources.store.reader import agent_of_path
 
 AGENT_STORE = f"agent/{STORE_NAME}"  # under agents/<agent>/
 

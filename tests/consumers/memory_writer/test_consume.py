@@ -8,9 +8,10 @@ import pytest
 
 from stream.brokers import RunningBroker
 from stream.commands.clean import clean_session
+from stream.consumers.consume import RunStats, consume
 from stream.consumers.memory_writer.compare import duplicate_line_report
-from stream.consumers.memory_writer.consume import RunStats, consume
 from stream.consumers.memory_writer.files import MemoryWriter
+from stream.consumers.memory_writer.sink import MemorySink
 from stream.engine import Engine
 from stream.kafka.admin import create_topics
 from stream.kafka.producer import make_producer, send_records
@@ -94,7 +95,7 @@ async def test_raw_topic_leaves_duplicate_lines_and_the_clean_topic_none(
 
     async def run(topic: str, out: Path, group: str) -> RunStats:
         writer = MemoryWriter(out)
-        return await consume(settings, topic, writer, group, follow=False)
+        return await consume(settings, topic, MemorySink(writer), group, follow=False)
 
     raw_run = await run("mw-raw", raw_dir, "mw-raw-group")
     clean_run = await run("mw-clean", clean_dir, "mw-clean-group")
@@ -114,7 +115,7 @@ async def test_raw_topic_leaves_duplicate_lines_and_the_clean_topic_none(
     assert report["total"]["raw_duplicates"] == 11
     assert report["total"]["clean_duplicates"] == 0
     assert report["total"]["clean_lines"] == report["total"]["raw_lines"] - 11
-    assert clean_run.lines == report["total"]["clean_lines"]
+    assert clean_run.written == report["total"]["clean_lines"]
     assert "assistant (delivered): 1+1 sama dengan bahlil" in markdown(
         clean_dir, "0c4e9163-2c40-4265-ab6e-a52f5dd1cd99"
     )
@@ -122,10 +123,10 @@ async def test_raw_topic_leaves_duplicate_lines_and_the_clean_topic_none(
 
     # The same groups resume at their committed offsets: nothing is left to read.
     again = await run("mw-clean", clean_dir, "mw-clean-group")
-    assert (again.records, again.lines) == (0, 0)
+    assert (again.records, again.written) == (0, 0)
     # New groups read everything again, as after a crash before any commit: nothing is added.
     replay_raw = await run("mw-raw", raw_dir, "mw-raw-replay")
     replay_clean = await run("mw-clean", clean_dir, "mw-clean-replay")
-    assert (replay_raw.records, replay_raw.lines) == (len(raw_records), 0)
-    assert (replay_clean.records, replay_clean.lines) == (len(clean_records), 0)
+    assert (replay_raw.records, replay_raw.written) == (len(raw_records), 0)
+    assert (replay_clean.records, replay_clean.written) == (len(clean_records), 0)
     assert (snapshot(raw_dir), snapshot(clean_dir)) == written

@@ -17,12 +17,11 @@ import orjson
 
 from stream.brokers import RunningBroker
 from stream.cli import main as session_stream
+from stream.commands import follow, follow_sqlite
 from stream.consumers.memory_writer.render import message_lines
 from stream.consumers.tail import read_topic
 from stream.engine import DROP_RULES
 from stream.settings import Settings
-from stream.sources import follow
-from stream.sources import sqlite as follow_sqlite
 from tests.support.harness import WorkerProcess, wait_until, worker_settings
 
 PUBLISHED = re.compile(r"published (\d+) records")

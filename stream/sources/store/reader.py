@@ -6,28 +6,9 @@ with primary key (session_id, seq). The reader opens it read-only and returns ea
 byte for byte, keyed by its session id, in seq order per session. Events are read in keyset
 pages (seq above the last one sent, per session); every SELECT is its own short read
 transaction and none is open while sending, so OpenClaw's writer and WAL checkpoints are never
-held up.
+held up. A transcript rewritten in place is told and sent again as `rewrites` says.
 
-Rewrites. OpenClaw also replaces a transcript's rows in place: `sessions.compact` with
-`maxLines` keeps the header and the newest lines renumbered from seq 0, a rewind or retry
-replaces the suffix from some seq, an exact rewrite updates rows where they are. Each of these
-rotates `transcript_rewrite_watermarks.generation` in the same transaction, and a reader that
-only asks for `seq > last` would miss what changed (or, once the session is shorter, everything
-after it). So the reader keeps, per session, a chain digest of the events it sent (each one
-seeded with the digest before it) and the chain's value every STRIDE events. When the
-generation changes, or the session's last seq falls below the last one sent, it reads the
-session again from its start, finds the last mark that still matches and sends the session
-again from there: every event at and after the first changed one, plus at most STRIDE - 1
-unchanged ones before it, which the worker drops as redeliveries (same id, same bytes). A
-rotation that changed nothing already sent (a rewrite of rows not read yet) sends nothing.
-
-Waking on the store's change. A reader polling every second leaves a row that no event
-announces (follow-sqlite's every row; the custom rows OpenClaw writes after a reply, for the
-gateway source) waiting half a second on average. So the sources ask `changed()` every
-CHANGE_INTERVAL: one `PRAGMA data_version` on the open connection, which moves when another
-connection committed, in WAL mode read from the shared-memory index without touching the
-database file (measured idle cost: docs/performance.md), and BUSY_SPEEDUP times as often for
-BUSY_SECONDS after the store was last seen written to (`ChangeLooks`). When it moved,
+`changed()` says when another connection committed (when to look: `changes`); then
 `read_appended()` reads only the sessions that have rows past the highest rowid the last read
 covered (rows are only appended under a fresh rowid; a rowid range scan costs what is new, not
 what is stored), and the whole-store read stays on the poll interval for what an append does
@@ -43,22 +24,24 @@ those needs the `zstandard` package (or Python 3.14+, whose compression.zstd is 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import math
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import xxhash
-
-from stream.sources.positions import PositionsError
-from stream.sources.publish import Headers, Record, SourceError
+from stream.kafka.producer import Headers
+from stream.sources.base import Record, SourceError
+from stream.sources.store.rewrites import (
+    Chain,
+    Mark,
+    Progress,
+    chain_of,
+    resume_point,
+    rewritten,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,22 +50,6 @@ WATERMARKS = "transcript_rewrite_watermarks"
 WINDOWS = "session_windows"
 # Under WAL a reader waits for a lock only while a crashed writer's log is recovered.
 BUSY_TIMEOUT = 5.0
-# Seconds between two looks at the store's change counter: what a row without an event waits at
-# most beyond its commit. An idle source pays for the looks in wake-ups more than in the PRAGMA
-# (5-10 us): at 20 ms they cost 1.2 % of a core in bench's source latency run, at 50 ms
-# the figure in docs/performance.md.
-CHANGE_INTERVAL = 0.05
-# A store written to within BUSY_SECONDS (its counter moved, or a gateway event named it) is
-# looked at BUSY_SPEEDUP times as often, 10 ms by default: the rows that come with no event of
-# their own, such as the custom rows OpenClaw writes right after a reply, then wait no longer
-# for their look than a round of the source waits anyway (publish.ROUND_INTERVAL). The looks
-# cost little beside the reads they bring, and a store left alone is back to CHANGE_INTERVAL
-# within BUSY_SECONDS.
-BUSY_SPEEDUP = 5
-BUSY_SECONDS = 1.0
-# Events between two kept chain marks: a rewrite re-sends at most this many - 1 unchanged
-# events before the first changed one, and a session's checkpoint grows by one mark per STRIDE.
-STRIDE = 64
 # Payload columns in the order the page queries select them; absent ones read as NULL.
 # The cast returns event_json's bytes as stored, so they are published unchanged.
 PAYLOAD = (
@@ -123,82 +90,6 @@ def zstd_decompressor() -> Decompress | None:
             raise ValueError(str(error)) from error
 
     return decompress_package
-
-
-class ChangeLooks:
-    """When a source looks at its store's change counter next: every `interval` while the store
-    is left alone, BUSY_SPEEDUP times as often within BUSY_SECONDS of `written()`."""
-
-    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.interval = interval
-        self.clock = clock
-        self._busy_until = -math.inf
-        self._written = asyncio.Event()
-
-    def written(self) -> None:
-        """The store's counter moved, or an event told of a commit: an idle wait under way ends
-        now, so that the rows after the event do not wait out the idle interval."""
-        self._busy_until = self.clock() + BUSY_SECONDS
-        self._written.set()
-
-    def next_wait(self) -> float:
-        if self.clock() < self._busy_until:
-            return self.interval / BUSY_SPEEDUP
-        return self.interval
-
-    async def wait(self) -> None:
-        """Until the next look is due."""
-        delay = self.next_wait()
-        if delay < self.interval:
-            await asyncio.sleep(delay)
-            return
-        self._written.clear()
-        with suppress(TimeoutError):
-            async with asyncio.timeout(delay):
-                await self._written.wait()
-
-
-def chained(digest: int, value: bytes) -> int:
-    """The chain digest after `value`: it depends on every event before it, in order."""
-    return xxhash.xxh3_64_intdigest(value, seed=digest)
-
-
-@dataclass(frozen=True)
-class Chain:
-    """What was sent of one session: how many events, their chain digest, and its marks."""
-
-    count: int = 0
-    digest: int = 0
-    marks: tuple[int, ...] = ()  # the digest after STRIDE, 2 * STRIDE, ... events
-
-    def extend(self, value: bytes) -> Chain:
-        digest = chained(self.digest, value)
-        count = self.count + 1
-        marks = (*self.marks, digest) if count % STRIDE == 0 else self.marks
-        return Chain(count, digest, marks)
-
-
-@dataclass(frozen=True)
-class Mark:
-    """Where one session stands: the last seq sent, the generation it was read under, and the
-    chain of what was sent (None for a checkpoint written before chains were kept)."""
-
-    seq: int
-    generation: str | None = None
-    chain: Chain | None = None
-
-
-@dataclass(frozen=True)
-class Progress:
-    marks: dict[str, Mark]  # per session
-    # PRAGMA data_version of a poll that read everything: while it stays, nothing is new.
-    read_version: int | None = None
-    # The highest rowid of the events table a complete read covered: appended rows are above it.
-    read_rowid: int | None = None
-
-    @property
-    def last_seq(self) -> dict[str, int]:
-        return {session: mark.seq for session, mark in self.marks.items()}
 
 
 @dataclass(frozen=True)
@@ -395,9 +286,7 @@ class TranscriptStore:
         more = False
         for session_id, (top, generation) in tops.items():
             mark = marks.get(session_id)
-            if mark is not None and (
-                mark.chain is None or mark.generation != generation or top < mark.seq
-            ):
+            if mark is not None and rewritten(mark, generation, top):
                 mark = self._resume_point(connection, first_page, session_id, mark, generation, top)
                 if mark is None:
                     marks.pop(session_id, None)
@@ -441,28 +330,17 @@ class TranscriptStore:
         chain = mark.chain
         if chain is None:
             return self._adopt(connection, first_page, session_id, Mark(mark.seq, generation), top)
-        good: Mark | None = None
-        current = Chain()
         cursor = connection.execute(first_page, (session_id, -1))  # LIMIT -1: no limit
         try:
-            for seq, value in self._events(session_id, cursor):
-                current = current.extend(value)
-                if current.count == chain.count and current.digest == chain.digest:
-                    log.info(
-                        "session %s in %s has a new generation %s; the %d events sent are "
-                        "unchanged",
-                        session_id, self.path, generation, chain.count,
-                    )
-                    return Mark(seq, generation, chain)
-                if current.count % STRIDE == 0:
-                    index = current.count // STRIDE - 1
-                    if index >= len(chain.marks) or chain.marks[index] != current.digest:
-                        break
-                    good = Mark(seq, generation, current)
-                if current.count >= chain.count:
-                    break
+            good, unchanged = resume_point(chain, generation, self._events(session_id, cursor))
         finally:
             cursor.close()
+        if unchanged:
+            log.info(
+                "session %s in %s has a new generation %s; the %d events sent are unchanged",
+                session_id, self.path, generation, chain.count,
+            )
+            return good
         start = good.chain.count if good is not None and good.chain is not None else 0
         log.warning(
             "session %s in %s was rewritten in place (generation %s): sending it again from "
@@ -484,13 +362,9 @@ class TranscriptStore:
                 session_id, self.path,
             )
             return None
-        chain = Chain()
         upto = first_page.replace("ORDER BY", "AND seq <= ? ORDER BY")
-        for _, value in self._events(
-            session_id, connection.execute(upto, (session_id, mark.seq, -1))
-        ):
-            chain = chain.extend(value)
-        return replace(mark, chain=chain)
+        events = self._events(session_id, connection.execute(upto, (session_id, mark.seq, -1)))
+        return replace(mark, chain=chain_of(value for _, value in events))
 
     def _events(
         self, session_id: str, rows: Iterable[tuple[Any, ...]]
@@ -627,51 +501,3 @@ def _page_queries(columns: set[str]) -> tuple[str, str]:
         f"{select} ORDER BY seq LIMIT ?",
         f"{select} AND seq > ? ORDER BY seq LIMIT ?",
     )
-
-
-# --- checkpoint content ----------------------------------------------------------------------
-
-
-def progress_to_json(progress: Progress) -> dict[str, Any]:
-    """`sessions` keeps the last seq per session, as follow-sqlite always wrote it; `chains`
-    adds what rewrite detection needs."""
-    chains = {}
-    for session, mark in progress.marks.items():
-        entry: dict[str, Any] = {"generation": mark.generation}
-        if mark.chain is not None:
-            entry["count"] = mark.chain.count
-            entry["digest"] = f"{mark.chain.digest:016x}"
-            entry["marks"] = [f"{digest:016x}" for digest in mark.chain.marks]
-        chains[session] = entry
-    return {"sessions": progress.last_seq, "chains": chains}
-
-
-def progress_from_json(data: dict[str, Any] | None, where: Path) -> Progress:
-    if data is None:
-        return Progress({})
-    sessions = data.get("sessions")
-    chains = data.get("chains", {})
-    if (
-        not isinstance(sessions, dict)
-        or not all(isinstance(s, int) and not isinstance(s, bool) for s in sessions.values())
-        or not isinstance(chains, dict)
-    ):
-        raise PositionsError(f"checkpoint {where} has no valid sessions object")
-    try:
-        return Progress({s: _mark(seq, chains.get(s)) for s, seq in sessions.items()})
-    except (TypeError, ValueError, KeyError) as error:
-        raise PositionsError(f"checkpoint {where} has an invalid chain: {error}") from error
-
-
-def _mark(seq: int, entry: dict[str, Any] | None) -> Mark:
-    if entry is None:
-        return Mark(seq)
-    chain = None
-    if "count" in entry:
-        chain = Chain(
-            int(entry["count"]),
-            int(entry["digest"], 16),
-            tuple(int(digest, 16) for digest in entry["marks"]),
-        )
-    generation = entry.get("generation")
-    return Mark(seq, generation if isinstance(generation, str) else None, chain)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stream.brokers import RunningBroker, free_port
-from stream.consumers.memory_writer import command as mw
+from stream.commands import memory_writer as mw
 from stream.kafka.admin import create_topics
 from stream.settings import Settings
 from tests.consumers.memory_writer.test_consume import publish

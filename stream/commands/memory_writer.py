@@ -20,8 +20,8 @@ from typing import TextIO
 
 from aiokafka.errors import KafkaError
 
+from stream.consumers.consume import RunStats, consume
 from stream.consumers.memory_writer.compare import duplicate_line_report, format_report
-from stream.consumers.memory_writer.consume import RunStats, consume
 from stream.consumers.memory_writer.files import MemoryFolderError, MemoryWriter
 from stream.consumers.memory_writer.folders import (
     AgentWorkspaces,
@@ -29,12 +29,12 @@ from stream.consumers.memory_writer.folders import (
     Folders,
     OneFolder,
 )
+from stream.consumers.memory_writer.sink import MemorySink
 from stream.kafka.consumer import TopicMissing, cannot_read
 from stream.kafka.retry import quiet_client_logs
-from stream.openclaw import OpenClaw
-from stream.progress import Progress
+from stream.openclaw import OpenClaw, add_state_argument
+from stream.progress import Progress, add_progress_argument
 from stream.settings import Settings, add_options
-from stream.sources.publish import add_progress_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,11 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--per-agent", action="store_true",
         help="with --out: a folder per agent in DIR (DIR/<agent id>/<session>.md)",
     )
-    parser.add_argument(
-        "--openclaw-state", type=Path, metavar="DIR",
-        help="with --workspaces: OpenClaw's state folder, holding openclaw.json (default: "
-        "$OPENCLAW_STATE_DIR, else ~/.openclaw)",
-    )
+    add_state_argument(parser, ", holding openclaw.json", only="with --workspaces: ")
     parser.add_argument(
         "--once", action="store_true", help="stop at the end of the topic instead of following it"
     )
@@ -117,7 +113,7 @@ def main(
     if not args.once:
         progress.stopped()
     print(
-        f"session-stream: {stats.lines} lines from {stats.records} records of {topic} "
+        f"session-stream: {stats.written} lines from {stats.records} records of {topic} "
         f"written to {folders.describe()}",
         file=stderr,
     )
@@ -141,7 +137,7 @@ async def _consume(settings: Settings, topic: str, writer: MemoryWriter, group: 
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, stop.set)
     try:
-        return await consume(settings, topic, writer, group, follow=follow, stop=stop,
+        return await consume(settings, topic, MemorySink(writer), group, follow=follow, stop=stop,
                              progress=progress)
     finally:
         for number in (signal.SIGINT, signal.SIGTERM):
