@@ -2,17 +2,8 @@
 
 from stream import pure
 
-# Compiled or Python source, chosen here: the install compiles the modules beside this file
-# into _compiled/ (setup.py), searched first unless SESSION_STREAM_PURE_PYTHON=1 asks for the
-# source (stream/pure.py); without them (no C compiler) the import fails and the source runs.
-try:
-    if pure.requested():
-        raise ImportError(f"{pure.ENV}=1")
-    from stream.engine import _compiled
-except ImportError:
-    pass
-else:
-    __path__ = [*_compiled.__path__, *__path__]
+# Compiled or Python source, chosen here (stream/pure.py).
+__path__ = pure.search_path(__name__, __path__)
 
 
 from stream.engine.context import Limits
