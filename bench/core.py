@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from bench.workload import Entry, Synthetic, load_corpus, total_bytes
-from stream.engine import DictMemory, Engine, FileSource, Session, SessionState
+from stream.engine import DictMemory, Engine, FileOrigin, Session, SessionState
 from stream.engine.tally import Tally
 from stream.settings import Settings
 from stream.worker.processor import BatchProcessor, InRecord
@@ -68,7 +68,7 @@ def engine_all(items: Sequence[tuple[str, bytes, int]], engine: Engine | None = 
         session = sessions.get(sid)
         if session is None:
             session = sessions[sid] = Session(sid, SessionState(), DictMemory(window))
-        verdict = process(session, raw, FileSource(sid, line))
+        verdict = process(session, raw, FileOrigin(sid, line))
         if tally is not None:
             tally.add(verdict)
     return time.perf_counter() - start, sessions

@@ -27,7 +27,7 @@ from quixstreams import Application, State
 from quixstreams.context import message_context
 from quixstreams.models.serializers import Serializer
 
-from stream.engine import Engine, KafkaSource, Memory, Session, SessionState, Verdict
+from stream.engine import Engine, KafkaOrigin, Memory, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
 from stream.settings import Settings
 from stream.worker import codec
@@ -88,7 +88,7 @@ def main() -> int:
     def clean(value: bytes | None, key: bytes | None, timestamp: int, headers: object,
               state: State) -> list[Output]:
         context = message_context()
-        where = KafkaSource(context.topic, context.partition, context.offset)
+        where = KafkaOrigin(context.topic, context.partition, context.offset)
         session_id, problem = _session_id(key)
         if problem is not None or value is None:
             verdict = dead_letter_verdict(session_id, value or b"", where,
@@ -112,7 +112,7 @@ def main() -> int:
     return 0
 
 
-def outputs(settings: Settings, source: KafkaSource, key: bytes | None, verdict: Verdict,
+def outputs(settings: Settings, source: KafkaOrigin, key: bytes | None, verdict: Verdict,
             headers: object) -> list[Output]:
     """The worker's records for a verdict (BatchProcessor._outputs), as Outputs."""
     found: list[Output] = []

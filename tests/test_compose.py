@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stream.engine import DROP_RULES, Action, Alert, FileSource, Severity, Verdict
+from stream.engine import DROP_RULES, Action, Alert, FileOrigin, Severity, Verdict
 from stream.engine.tally import Tally
 from stream.settings import OPTIONS, Settings
 from stream.worker.metrics import Readings, WorkerMetrics
@@ -83,7 +83,7 @@ def exported() -> str:
         alert = Alert(
             id="0" * 16, kind=rule, severity=Severity.WARNING, session_id="s", entry_id="e",
             related_entry_id=None, action=Action.DROPPED, message="m", evidence={},
-            source=FileSource("s.jsonl", 1),
+            source=FileOrigin("s.jsonl", 1),
         )
         tally.add(Verdict(Action.DROPPED, alerts=[alert], drop_rule=rule))
     tally.add(Verdict(Action.DEAD_LETTERED))

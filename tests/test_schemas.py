@@ -27,7 +27,7 @@ from stream.engine import (
     Action,
     DictMemory,
     Engine,
-    KafkaSource,
+    KafkaOrigin,
     Session,
     SessionState,
     Verdict,
@@ -696,7 +696,7 @@ def test_drop_and_dead_letter_kinds_carry_their_action():
 
 
 def test_kafka_source_alert_is_valid():
-    source = KafkaSource("t", 0, 5)
+    source = KafkaOrigin("t", 0, 5)
     verdict = dead_letter_verdict("s1", b"not json", source, "not JSON: unexpected character")
     check_verdict(verdict, b"not json")
     (alert,) = verdict.alerts
@@ -710,7 +710,7 @@ def test_kafka_sourced_session_output_is_valid():
     kinds: set[str] = set()
     for offset, item in enumerate(items, 5):
         raw = item if isinstance(item, bytes) else dump(item)
-        verdict = engine.process(session, raw, KafkaSource("t", 0, offset))
+        verdict = engine.process(session, raw, KafkaOrigin("t", 0, offset))
         check_verdict(verdict, raw)
         for alert in verdict.alerts:
             assert alert.as_json()["source"] == {"topic": "t", "partition": 0, "offset": offset}
@@ -720,7 +720,7 @@ def test_kafka_sourced_session_output_is_valid():
 
 def test_streaming_dead_letter_without_key_or_value_is_valid():
     """What the worker writes for a record with no key (empty session id) and no value."""
-    verdict = dead_letter_verdict("", b"", KafkaSource("t", 3, 0), "record has no key")
+    verdict = dead_letter_verdict("", b"", KafkaOrigin("t", 3, 0), "record has no key")
     check_verdict(verdict, b"")
 
 

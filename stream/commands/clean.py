@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from stream.engine import DictMemory, Engine, FileSource, Session, SessionState, Verdict
+from stream.engine import DictMemory, Engine, FileOrigin, Session, SessionState, Verdict
 from stream.engine.tally import Tally
 from stream.settings import Settings, add_options
 from stream.sources.session_files import (
@@ -36,7 +36,7 @@ def clean_session(
 ) -> Iterator[Verdict]:
     session = Session(session_id, SessionState(), DictMemory(engine.limits.max_ids))
     for number, raw in lines:
-        yield engine.process(session, raw, FileSource(path, number))
+        yield engine.process(session, raw, FileOrigin(path, number))
 
 
 @dataclass

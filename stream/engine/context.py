@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Final
 
 from stream.engine.entry import Entry
 from stream.engine.kinds import SESSION, AlertKind
-from stream.engine.records import Alert, Source, alert_id
+from stream.engine.records import Alert, Origin, alert_id
 from stream.engine.state import START_SEEN, Session, SessionState
 from stream.engine.stored import IDENTITY_INDEX_FORMAT, STATE_FORMAT
 from stream.engine.text import normalized_prefix
@@ -44,7 +44,7 @@ class Limits:
 class Context:
     session: Session
     entry: Entry
-    source: Source
+    source: Origin
     source_hash: int
     limits: Limits
     alerts: list[Alert]
@@ -61,9 +61,9 @@ class Context:
     identity_use: IdentityUse | None
 
     def __init__(
-        self, session: Session, entry: Entry, source: Source, source_hash: int, limits: Limits
+        self, session: Session, entry: Entry, source: Origin, source_hash: int, limits: Limits
     ) -> None:
-        # Written out rather than generated: see records.FileSource.
+        # Written out rather than generated: see records.FileOrigin.
         self.session = session
         self.entry = entry
         self.source = source

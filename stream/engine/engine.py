@@ -13,7 +13,7 @@ from stream.engine.records import (
     Action,
     Alert,
     DeadLetter,
-    Source,
+    Origin,
     Verdict,
     alert_id,
 )
@@ -53,7 +53,7 @@ class Engine:
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
 
-    def process(self, session: Session, raw: bytes, source: Source) -> Verdict:
+    def process(self, session: Session, raw: bytes, source: Origin) -> Verdict:
         """Decide one record. Reprocessing a record already processed from the same source
         (a restart after a crash) reproduces its verdict instead of calling it a duplicate."""
         origin, position = source.origin_digest(), source.position
@@ -290,13 +290,13 @@ def _engine_error(error: Exception) -> str:
     return f"engine error: {type(error).__name__} in {frame.name} ({frame.lineno})"
 
 
-def dead_letter_verdict(session_id: str, raw: bytes, source: Source, reason: str) -> Verdict:
+def dead_letter_verdict(session_id: str, raw: bytes, source: Origin, reason: str) -> Verdict:
     letter = DeadLetter(session_id, source, reason, raw)
     alert = _malformed_alert(session_id, raw, source, reason)
     return Verdict(Action.DEAD_LETTERED, alerts=[alert], dead_letter=letter)
 
 
-def _malformed_alert(session_id: str, raw: bytes, source: Source, reason: str) -> Alert:
+def _malformed_alert(session_id: str, raw: bytes, source: Origin, reason: str) -> Alert:
     return Alert(
         id=alert_id(session_id, MALFORMED_ENTRY.name, None, f"{digest64(raw):x}"),
         kind=MALFORMED_ENTRY.name,

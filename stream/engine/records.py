@@ -44,7 +44,7 @@ def _digest_of(origin: str) -> int:
 
 
 @dataclass(slots=True, init=False)
-class FileSource:
+class FileOrigin:
     path: str
     line: int
 
@@ -74,7 +74,7 @@ class FileSource:
 
 
 @dataclass(slots=True, init=False)
-class KafkaSource:
+class KafkaOrigin:
     topic: str
     partition: int
     offset: int
@@ -108,7 +108,7 @@ class KafkaSource:
         return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
 
 
-Source = FileSource | KafkaSource
+Origin = FileOrigin | KafkaOrigin
 
 
 def dumps(value: dict) -> bytes:
@@ -136,7 +136,7 @@ class Alert:
     action: Action
     message: str
     evidence: dict
-    source: Source
+    source: Origin
 
     def as_json(self) -> dict:
         return {
@@ -159,7 +159,7 @@ class Alert:
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     session_id: str
-    source: Source
+    source: Origin
     reason: str
     raw: bytes
 

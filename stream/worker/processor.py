@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from stream.engine import DeadLetter, Engine, KafkaSource, Memory, Session, SessionState, Verdict
+from stream.engine import DeadLetter, Engine, KafkaOrigin, Memory, Session, SessionState, Verdict
 from stream.engine.engine import dead_letter_verdict
 from stream.engine.tally import Tally
 from stream.settings import Settings
@@ -61,11 +61,11 @@ class OutRecord:
     partition: int
     key: bytes | None
     value: bytes
-    source: KafkaSource
+    source: KafkaOrigin
     headers: list[tuple[str, bytes]] | None
 
     def __init__(self, topic: str, partition: int, key: bytes | None, value: bytes,
-                 source: KafkaSource, *, headers: list[tuple[str, bytes]] | None = None,
+                 source: KafkaOrigin, *, headers: list[tuple[str, bytes]] | None = None,
                  ) -> None:
         # Written out, one per output: compiled, a generated __init__ stays interpreted (see
         # stream.engine.records).
@@ -142,7 +142,7 @@ class BatchProcessor:
         """
         outputs: list[OutRecord] = []
         for record in records:
-            source = KafkaSource(record.topic, record.partition, record.offset)
+            source = KafkaOrigin(record.topic, record.partition, record.offset)
             session_id, problem = _session_id(record.key)
             if problem is not None or record.value is None:
                 verdict = dead_letter_verdict(
@@ -202,7 +202,7 @@ class BatchProcessor:
             return SessionState(), {}
         return stored.state, stored.memory
 
-    def _outputs(self, source: KafkaSource, key: bytes | None, verdict: Verdict,
+    def _outputs(self, source: KafkaOrigin, key: bytes | None, verdict: Verdict,
                  headers: object) -> Iterator[OutRecord]:
         settings = self.settings
         partition = source.partition
@@ -217,7 +217,7 @@ class BatchProcessor:
 
 
 def dead_letter_record(dlq_topic: str, partition: int, key: bytes | None, letter: DeadLetter,
-                       source: KafkaSource, *, raw_omitted: bool = False) -> OutRecord:
+                       source: KafkaOrigin, *, raw_omitted: bool = False) -> OutRecord:
     """The record of a dead letter, with the reason and source headers consumers filter on;
     `raw_omitted` for a letter that stands in for bytes too large to send."""
     if raw_omitted:
@@ -228,7 +228,7 @@ def dead_letter_record(dlq_topic: str, partition: int, key: bytes | None, letter
     return OutRecord(dlq_topic, partition, key, value, source, headers=headers)
 
 
-def source_header(source: KafkaSource) -> bytes:
+def source_header(source: KafkaOrigin) -> bytes:
     return f"{source.topic}/{source.partition}/{source.offset}".encode()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stream.engine import DictMemory, Engine, KafkaSource, Session, SessionState
+from stream.engine import DictMemory, Engine, KafkaOrigin, Session, SessionState
 from stream.worker import codec
 from stream.worker.app import changelog_topics
 from stream.worker.tables import StoredSession
@@ -47,7 +47,7 @@ def rebuild(input_records) -> dict[str, Session]:
         session = sessions.setdefault(
             session_id, Session(session_id, SessionState(), DictMemory(engine.limits.max_ids))
         )
-        engine.process(session, record.value, KafkaSource(record.topic, record.partition,
+        engine.process(session, record.value, KafkaOrigin(record.topic, record.partition,
                                                           record.offset))
     return sessions
 

@@ -10,7 +10,7 @@ import pytest
 from stream.engine import (
     Action,
     Engine,
-    FileSource,
+    FileOrigin,
     Memory,
     Session,
     SessionState,
@@ -67,13 +67,13 @@ def test_bad_line_is_dead_lettered_with_its_reason_and_the_run_goes_on(name):
     letter = verdict.dead_letter
     assert letter.raw == raw
     assert letter.session_id == "s1"
-    assert letter.source == FileSource("s1.jsonl", 4)
+    assert letter.source == FileOrigin("s1.jsonl", 4)
     assert letter.reason.startswith(reason), letter.reason
     (alert,) = verdict.alerts
     assert alert.kind == "malformed_entry"
     assert alert.severity is Severity.WARNING
     assert alert.action is Action.DEAD_LETTERED
-    assert alert.source == FileSource("s1.jsonl", 4)
+    assert alert.source == FileOrigin("s1.jsonl", 4)
     assert alert.evidence["reason"] == letter.reason
     # the state was not touched: the mirror still repeats the reply before the bad line
     assert verdicts[4].drop_rule == "delivery_mirror_duplicate"

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from stream.commands.clean import clean_session
-from stream.engine import Action, Engine, FileSource
+from stream.engine import Action, Engine, FileOrigin
 from stream.engine.tally import Tally
 from stream.sources.session_files import find_session_files, open_lines, session_id_of
 from tests.support.builders import is_mirror, normalized_text
@@ -107,7 +107,7 @@ def test_fixture_drops_and_alerts(name):
         if verdict.action is Action.DROPPED:
             (alert,) = verdict.alerts
             assert alert.entry_id == entry_id
-            assert alert.source == FileSource(str(path), number)
+            assert alert.source == FileOrigin(str(path), number)
             found_drops[entry_id] = (alert.kind, alert.related_entry_id)
     assert found_drops == expected["drops"]
 

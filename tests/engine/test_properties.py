@@ -12,7 +12,7 @@ from stream.engine import (
     Action,
     DictMemory,
     Engine,
-    FileSource,
+    FileOrigin,
     Limits,
     Session,
     SessionState,
@@ -478,7 +478,7 @@ def test_accounting_every_entry_is_kept_dropped_or_dead_lettered_and_named(lines
             continue
         assert verdict.output is None
         (named,) = [a for a in verdict.alerts if a.action is verdict.action]
-        assert named.source == FileSource("s1.jsonl", number)
+        assert named.source == FileOrigin("s1.jsonl", number)
         if verdict.action is Action.DROPPED:
             assert named.kind == verdict.drop_rule
         else:
@@ -509,7 +509,7 @@ def test_interleaved_sessions_give_the_same_per_session_results(sessions, rnd):
         position = cursor[n]
         cursor[n] += 1
         raw = sessions[n][position]
-        verdict = engine.process(states[n], raw, FileSource(f"s{n}.jsonl", position + 1))
+        verdict = engine.process(states[n], raw, FileOrigin(f"s{n}.jsonl", position + 1))
         mixed[f"s{n}"].append(verdict)
     for name, expected in alone.items():
         assert fingerprint(mixed[name]) == expected

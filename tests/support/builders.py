@@ -17,7 +17,7 @@ from stream.engine import (
     Alert,
     DictMemory,
     Engine,
-    FileSource,
+    FileOrigin,
     Limits,
     Session,
     SessionState,
@@ -237,7 +237,7 @@ def process(
     engine: Engine, session: Session, lines: Sequence[bytes], path: str = "s1.jsonl", first=1
 ) -> list[Verdict]:
     return [
-        engine.process(session, raw, FileSource(path, number))
+        engine.process(session, raw, FileOrigin(path, number))
         for number, raw in enumerate(lines, first)
     ]
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from aiokafka.errors import MessageSizeTooLargeError, ProducerClosed
 
-from stream.engine import KafkaSource
+from stream.engine import KafkaOrigin
 from stream.engine.tally import Tally
 from stream.kafka.producer import DeliveryFailed
 from stream.worker.commit import AtLeastOnce, Committer, EarlierCommitFailed
@@ -91,7 +91,7 @@ def metrics() -> WorkerMetrics:
 
 
 def batch(name: str, *, outputs: int = 1, output: bytes | None = None) -> tuple:
-    source = KafkaSource("events", 0, 0)
+    source = KafkaOrigin("events", 0, 0)
     values = [output or f"{name}-out{i}".encode() for i in range(outputs)]
     processed = ProcessedBatch(
         [OutRecord("clean", 0, name.encode(), value, source) for value in values],

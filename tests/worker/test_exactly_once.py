@@ -13,7 +13,7 @@ import orjson
 import pytest
 from aiokafka.errors import IllegalOperation, ProducerFenced
 
-from stream.engine import KafkaSource
+from stream.engine import KafkaOrigin
 from stream.engine.tally import Tally
 from stream.kafka.transactional import PartitionProducers
 from stream.settings import Settings
@@ -46,7 +46,7 @@ def batch(name: str, partitions: dict[int, list[bytes]], *, changelog: bool = Tr
     one input record of p at offset 10 * p + len(name)."""
     outputs, states, messages = [], [], []
     for partition, values in partitions.items():
-        source = KafkaSource("in", partition, 10 * partition)
+        source = KafkaOrigin("in", partition, 10 * partition)
         outputs += [OutRecord("clean", partition, b"s", value, source) for value in values]
         if changelog:
             states.append(ChangelogRecord(CHANGELOG, partition, b"s", f"{name}-state".encode()))

@@ -4,7 +4,7 @@ changes nothing the engine is given: the same values, the same outputs."""
 
 from __future__ import annotations
 
-from stream.engine import DictMemory, Engine, KafkaSource, Limits, Session, SessionState
+from stream.engine import DictMemory, Engine, KafkaOrigin, Limits, Session, SessionState
 from stream.settings import Settings
 from stream.worker import codec
 from stream.worker.processor import BatchProcessor, InRecord
@@ -39,7 +39,7 @@ def test_a_session_keeps_its_memory_in_its_state_until_it_outgrows_it() -> None:
     moved_at = None
     for offset, line in enumerate(lines):  # one entry a batch, each written back
         batch = processor.process([InRecord(TOPIC, 0, offset, b"s1", line)], 1000.0)
-        engine.process(offline, line, KafkaSource(TOPIC, 0, offset))
+        engine.process(offline, line, KafkaOrigin(TOPIC, 0, offset))
         remembered = offline.memory._values
         memory = stored(store, "s1").memory
         if len(remembered) <= INLINE_VALUES:

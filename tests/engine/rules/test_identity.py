@@ -11,8 +11,8 @@ import pytest
 from stream.engine import (
     Action,
     Engine,
-    FileSource,
-    KafkaSource,
+    FileOrigin,
+    KafkaOrigin,
     Limits,
     Severity,
 )
@@ -59,7 +59,7 @@ def check_drop(verdict, *, kind, severity, entry_id, related, line, session_id="
     assert alert.entry_id == entry_id
     assert alert.related_entry_id == related
     assert alert.session_id == session_id
-    assert alert.source == FileSource(f"{session_id}.jsonl", line)
+    assert alert.source == FileOrigin(f"{session_id}.jsonl", line)
     assert verdict.output is None
     assert verdict.dead_letter is None
     return alert
@@ -199,7 +199,7 @@ def test_kafka_offsets_replayed_after_a_crash_reproduce_the_verdicts():
 
     def consume(offsets):
         return [
-            engine.process(session, lines[i], KafkaSource("sessions", 3, 100 + i)) for i in offsets
+            engine.process(session, lines[i], KafkaOrigin("sessions", 3, 100 + i)) for i in offsets
         ]
 
     first = consume(range(5))
@@ -214,9 +214,9 @@ def test_kafka_offsets_replayed_after_a_crash_reproduce_the_verdicts():
     assert [v.drop_rule for v in replayed] == [v.drop_rule for v in first[2:]]
     assert [x.id for v in replayed for x in v.alerts] == [x.id for v in first[2:] for x in v.alerts]
     # A copy at a new offset is a real redelivery.
-    late = engine.process(session, lines[2], KafkaSource("sessions", 3, 200))
+    late = engine.process(session, lines[2], KafkaOrigin("sessions", 3, 200))
     assert late.drop_rule == "redelivery"
-    assert late.alerts[0].source == KafkaSource("sessions", 3, 200)
+    assert late.alerts[0].source == KafkaOrigin("sessions", 3, 200)
 
 
 # --- re-parenting --------------------------------------------------------------------------------
@@ -365,15 +365,15 @@ def test_134705_a_stream_fallback_row_and_its_message_share_an_id_and_both_are_k
 
 def test_an_origin_digest_is_the_digest_of_the_origin_earlier_versions_stored():
     # 0.1 and 0.2 kept digest64 of these very strings in the session's state
-    kafka = KafkaSource("session-events", 2, 7)
+    kafka = KafkaOrigin("session-events", 2, 7)
     assert kafka.origin_digest() == digest64(b"kafka:session-events/2")
-    assert FileSource("a/s1.jsonl", 3).origin_digest() == digest64(b"file:a/s1.jsonl")
+    assert FileOrigin("a/s1.jsonl", 3).origin_digest() == digest64(b"file:a/s1.jsonl")
     path = b"caf\xe9.jsonl".decode("utf-8", "surrogateescape")
-    assert FileSource(path, 1).origin_digest() == digest64(b"file:caf\xed\xb3\xa9.jsonl")
+    assert FileOrigin(path, 1).origin_digest() == digest64(b"file:caf\xed\xb3\xa9.jsonl")
 
 
 def test_partitions_and_topics_have_origins_of_their_own():
-    digests = {KafkaSource(topic, partition, 0).origin_digest()
+    digests = {KafkaOrigin(topic, partition, 0).origin_digest()
                for topic in ("in", "in-2") for partition in range(3)}
     assert len(digests) == 6
 
@@ -382,10 +382,10 @@ def test_a_replayed_record_is_known_after_the_cache_of_origins_was_emptied():
     text = "Moved it to Thursday."
     lines = encode([header(), user(), assistant(text), mirror(text)])
     engine, session = Engine(), new_session()
-    first = [engine.process(session, raw, KafkaSource("in", 0, n)) for n, raw in enumerate(lines)]
+    first = [engine.process(session, raw, KafkaOrigin("in", 0, n)) for n, raw in enumerate(lines)]
     for n in range(5000):  # more origins than the cache keeps
-        KafkaSource(f"other-{n}", 0, 0).origin_digest()
-    again = [engine.process(session, raw, KafkaSource("in", 0, n)) for n, raw in enumerate(lines)]
+        KafkaOrigin(f"other-{n}", 0, 0).origin_digest()
+    again = [engine.process(session, raw, KafkaOrigin("in", 0, n)) for n, raw in enumerate(lines)]
     assert [v.action for v in first] == [Action.KEPT] * 3 + [Action.DROPPED]
     assert [(v.action, v.output, v.drop_rule) for v in again] == [
         (v.action, v.output, v.drop_rule) for v in first

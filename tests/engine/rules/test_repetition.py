@@ -9,7 +9,7 @@ import pytest
 
 from stream.engine import (
     Action,
-    FileSource,
+    FileOrigin,
     Severity,
 )
 from tests.support.builders import (
@@ -50,7 +50,7 @@ def check_drop(verdict, *, kind, severity, entry_id, related, line, session_id="
     assert alert.entry_id == entry_id
     assert alert.related_entry_id == related
     assert alert.session_id == session_id
-    assert alert.source == FileSource(f"{session_id}.jsonl", line)
+    assert alert.source == FileOrigin(f"{session_id}.jsonl", line)
     assert verdict.output is None
     assert verdict.dead_letter is None
     return alert
