@@ -57,9 +57,11 @@ _SYSTEM_MESSAGE: Final = "[System Message]"
 # task`/`A cron job "…" just …` (2026.2.12), delivered alone or as a section of the
 # queued-announce wrapper; the identity is in the stats line after the findings (the last one
 # before the next announce)
+_GATEWAY_TIME: Final = r"(?:\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\] )?"
 _ANNOUNCE_1_30: Final = re.compile(
-    r'(?m)^(?:\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\] )?'
-    r'(A (?:background task|subagent task|cron job) ".*" just )')
+    r'(?m)^' + _GATEWAY_TIME + r'(A (?:background task|subagent task|cron job) ".*" just )')
+_QUEUED_ANNOUNCES: Final = re.compile(
+    _GATEWAY_TIME + r"\[Queued announce messages while agent was busy\]")
 _STATS_1_30: Final = re.compile(
     "(?m)^Stats: (?:[^\r\n]*? \u2022 )?sessionKey (\\S+)(?: \u2022 sessionId (\\S+))?"
     "(?: \u2022 transcript [^\r\n]+)?\r?$")
@@ -173,7 +175,15 @@ def announces(text: str) -> list[tuple[str, int]]:
 
 
 def _announces_1_30(text: str) -> list[tuple[str, int]]:
-    starts = [match.start(1) for match in _ANNOUNCE_1_30.finditer(text)]
+    """The row is the announce, or the queued-announce wrapper with one in each section: an
+    announce quoted inside a person's message announces nothing."""
+    alone = _ANNOUNCE_1_30.match(text)
+    if alone is not None:
+        starts = [alone.start(1)]
+    elif _QUEUED_ANNOUNCES.match(text):
+        starts = [match.start(1) for match in _ANNOUNCE_1_30.finditer(text)]
+    else:
+        return []
     found: list[tuple[str, int]] = []
     for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
         stats = _STATS_1_30.findall(text, start, end)

@@ -63,6 +63,11 @@ def test_17122_a_completion_queued_again_reports_what_it_reported_alone():
     assert second[0] != first[0]
 
 
+def test_an_announce_quoted_in_a_person_s_message_announces_nothing():
+    quoted = "Why did you skip this one?\n\n" + by_id("announce-2.12-agent").split("] ", 1)[1]
+    assert announces(quoted) == []
+
+
 def test_the_same_child_session_reporting_other_findings_reports_otherwise():
     text = by_id("announce-2.12-agent")
     [(session, report)] = announces(text)
