@@ -9,8 +9,6 @@ import json
 import pytest
 
 from stream.engine import (
-    Action,
-    FileOrigin,
     Limits,
     Severity,
 )
@@ -28,29 +26,7 @@ from tests.support.builders import (
     tool_result,
     user,
 )
-
-TEXT = "Done. The report is in ~/reports/weekly.md and I emailed it to the team."
-
-
-def only_drop_alert(verdict):
-    assert verdict.action is Action.DROPPED
-    (alert,) = verdict.alerts
-    assert alert.action is Action.DROPPED
-    assert alert.kind == verdict.drop_rule
-    return alert
-
-
-def check_drop(verdict, *, kind, severity, entry_id, related, line, session_id="s1"):
-    alert = only_drop_alert(verdict)
-    assert alert.kind == kind
-    assert alert.severity is severity
-    assert alert.entry_id == entry_id
-    assert alert.related_entry_id == related
-    assert alert.session_id == session_id
-    assert alert.source == FileOrigin(f"{session_id}.jsonl", line)
-    assert verdict.output is None
-    assert verdict.dead_letter is None
-    return alert
+from tests.support.rule_tests import AGENDA, TEXT, channel_final, check_drop
 
 
 def gateway_send(text, key="idem-test-1", **fields):
@@ -77,14 +53,6 @@ MEDIA = {"media": [{"path": "media://inbound/timetable", "contentType": "image/p
 def phased(text, phase):
     signature = json.dumps({"v": 1, "id": phase, "phase": phase})
     return {"type": "text", "text": text, "textSignature": signature}
-
-
-AGENDA = "Tomorrow you have a 10:00 standup and a 14:00 review."
-
-
-def _final(text: str, send: str):
-    return mirror(text, idempotency_key=f"channel-final:{send}:0",
-                  marker={"sourceMessageId": send}, api="openclaw-transcript")
 
 
 # --- `delivery_mirror_duplicate` ------------------------------------------------------------------
@@ -476,7 +444,7 @@ def test_126090_a_channel_final_naming_no_source_below_its_reply_is_dropped():
     its send, parented to the reply it delivered (`api: "cli"` replies too)."""
     for api in ("anthropic-messages", "cli"):
         reply = assistant(AGENDA, api=api)
-        final = _final(AGENDA, "telegram-final:agent:main:main:t1:0")
+        final = channel_final(AGENDA, "telegram-final:agent:main:main:t1:0")
         verdicts = run([header(), user(), reply, final])
         assert drops(verdicts) == {final["id"]: ("delivery_mirror_duplicate", reply["id"])}
         assert_clean_twice_is_clean(verdicts)
@@ -487,8 +455,8 @@ def test_126090_a_second_channel_final_below_the_first_is_another_send_and_kept(
     own (#126090's near miss). Cleaned, it hangs below the reply, where a second cleaning
     would take it for the first: the one place `clean` is not idempotent (docs/rules.md)."""
     reply = assistant(AGENDA)
-    first = _final(AGENDA, "t1")
-    second = _final(AGENDA, "t2")
+    first = channel_final(AGENDA, "t1")
+    second = channel_final(AGENDA, "t2")
     verdicts = run([header(), user(), reply, first, second])
     assert drops(verdicts) == {first["id"]: ("delivery_mirror_duplicate", reply["id"])}
     (alert,) = alerts(verdicts, "uncorrelated_mirror_copy")
@@ -498,7 +466,7 @@ def test_126090_a_second_channel_final_below_the_first_is_another_send_and_kept(
 def test_126090_a_channel_final_naming_no_source_elsewhere_is_kept_and_reported():
     reply = assistant(AGENDA)
     cache = custom()
-    final = _final(AGENDA, "telegram-final:agent:main:main:t1:0")
+    final = channel_final(AGENDA, "telegram-final:agent:main:main:t1:0")
     verdicts = run([header(), user(), reply, cache, final])
     assert not drops(verdicts)
     (alert,) = alerts(verdicts, "uncorrelated_mirror_copy")
@@ -515,7 +483,7 @@ def test_126090_uncorrelated_final_near_misses_raise_nothing(case):
     elif case == "send-mirror":
         final = mirror(AGENDA, idempotency_key="idem-1", api="openclaw-transcript")
     else:
-        final = _final("Here is the chart." if case == "new-text" else AGENDA, "tg-1")
+        final = channel_final("Here is the chart." if case == "new-text" else AGENDA, "tg-1")
     if case == "media":
         final["message"]["openclawDelivery"] = {"mediaUrls": ["/tmp/chart.png"]}
     cache = custom()

@@ -15,13 +15,10 @@ from tests.support.builders import (
     custom,
     drops,
     header,
-    mirror,
     run,
     user,
 )
-
-AGENDA = "Tomorrow you have a 10:00 standup and a 14:00 review."
-
+from tests.support.rule_tests import AGENDA, channel_final
 
 HEARTBEAT = (
     "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. If nothing needs "
@@ -31,11 +28,6 @@ HEARTBEAT = (
 
 def _heartbeat():
     return user(HEARTBEAT, provenance={"kind": "internal_system", "sourceTool": "heartbeat"})
-
-
-def _final(text: str, send: str):
-    return mirror(text, idempotency_key=f"channel-final:{send}:0",
-                  marker={"sourceMessageId": send}, api="openclaw-transcript")
 
 
 CONTEXT_9 = (
@@ -72,7 +64,7 @@ RESPOND = (
 
 def _silent_turn(opener: dict, limits=None):
     reply = assistant(AGENDA)
-    copy = _final(AGENDA, "hb-send-1")
+    copy = channel_final(AGENDA, "hb-send-1")
     verdicts = run([header(), user("What is on tomorrow?"), reply, opener, assistant("NO_REPLY"),
                     copy], limits=limits)
     return verdicts, reply, copy
@@ -83,7 +75,7 @@ def _silent_turn(opener: dict, limits=None):
 def test_143787_a_silent_heartbeat_turn_committing_the_previous_reply_again_drops_the_copy():
     reply = assistant(AGENDA)
     silent = assistant("NO_REPLY")
-    copy = _final(AGENDA, "hb-send-1")
+    copy = channel_final(AGENDA, "hb-send-1")
     verdicts = run([header(), user("What is on tomorrow?"), reply, _heartbeat(), silent, copy])
     assert drops(verdicts) == {copy["id"]: ("silent_turn_replay", reply["id"])}
     (alert,) = alerts(verdicts, "silent_turn_replay")
@@ -93,7 +85,7 @@ def test_143787_a_silent_heartbeat_turn_committing_the_previous_reply_again_drop
 
 def test_143787_every_silent_heartbeat_that_commits_the_same_reply_again_is_dropped():
     reply = assistant(AGENDA)
-    copies = [_final(AGENDA, f"hb-send-{n}") for n in range(3)]
+    copies = [channel_final(AGENDA, f"hb-send-{n}") for n in range(3)]
     items = [header(), user("What is on tomorrow?"), reply]
     for copy in copies:
         items += [_heartbeat(), assistant("HEARTBEAT_OK"), copy]
@@ -104,8 +96,8 @@ def test_143787_every_silent_heartbeat_that_commits_the_same_reply_again_is_drop
 def test_143787_the_delivered_mirror_of_the_previous_turn_is_what_a_heartbeat_copy_repeats():
     reply = assistant(AGENDA)
     cache = custom()
-    delivered = _final(AGENDA, "tg-1")  # below a custom entry, naming no source: kept
-    copy = _final(AGENDA, "hb-send-1")
+    delivered = channel_final(AGENDA, "tg-1")  # below a custom entry, naming no source: kept
+    copy = channel_final(AGENDA, "hb-send-1")
     verdicts = run([header(), user("What is on?"), reply, cache, delivered, _heartbeat(),
                     assistant("NO_REPLY"), copy])
     assert drops(verdicts) == {copy["id"]: ("silent_turn_replay", delivered["id"])}
@@ -122,7 +114,8 @@ def test_143787_heartbeat_near_misses_are_kept(case):
         "alert-reply": assistant("The build needs credentials before it can continue."),
         "tool-call": assistant("NO_REPLY", tool_calls=["c1"]),
     }.get(case, assistant("NO_REPLY"))
-    copy = _final("Something else entirely." if case == "other-text" else AGENDA, "hb-send-1")
+    text = "Something else entirely." if case == "other-text" else AGENDA
+    copy = channel_final(text, "hb-send-1")
     if case == "media":
         copy["message"]["openclawDelivery"] = {"mediaUrls": ["/tmp/report.pdf"]}
     turn = [copy, answer] if case == "before-silence" else [answer, copy]

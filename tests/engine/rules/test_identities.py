@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
@@ -20,30 +19,12 @@ from tests.support.builders import (
     assistant,
     drops,
     header,
-    new_id,
     parents,
     run,
     tool_result,
     user,
 )
-
-
-def stamped_with_response(item: dict, ms: int, response_id: str | None = None) -> dict:
-    """The message stamped as OpenClaw stamps it: a numeric `message.timestamp`, and for a
-    model reply the provider's `responseId`."""
-    item["message"]["timestamp"] = ms
-    if response_id is not None:
-        item["message"]["responseId"] = response_id
-    return item
-
-
-def copied(item: dict, parent: str | None) -> dict:
-    """The entry written again: a new id and parent, its `message` as it was."""
-    twin = copy.deepcopy(item)
-    twin["id"] = new_id()
-    twin["parentId"] = parent
-    twin["timestamp"] = "2026-04-05T04:22:31.112Z"
-    return twin
+from tests.support.rule_tests import copied, stamped_with_response
 
 
 def _gemini_reply() -> dict:

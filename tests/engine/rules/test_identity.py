@@ -40,29 +40,7 @@ from tests.support.builders import (
     user,
     zero_usage,
 )
-
-TEXT = "Done. The report is in ~/reports/weekly.md and I emailed it to the team."
-
-
-def only_drop_alert(verdict):
-    assert verdict.action is Action.DROPPED
-    (alert,) = verdict.alerts
-    assert alert.action is Action.DROPPED
-    assert alert.kind == verdict.drop_rule
-    return alert
-
-
-def check_drop(verdict, *, kind, severity, entry_id, related, line, session_id="s1"):
-    alert = only_drop_alert(verdict)
-    assert alert.kind == kind
-    assert alert.severity is severity
-    assert alert.entry_id == entry_id
-    assert alert.related_entry_id == related
-    assert alert.session_id == session_id
-    assert alert.source == FileOrigin(f"{session_id}.jsonl", line)
-    assert verdict.output is None
-    assert verdict.dead_letter is None
-    return alert
+from tests.support.rule_tests import TEXT, check_drop, stamped_with_response
 
 
 def _annotated(message_entry: dict, **facts) -> dict:
@@ -71,15 +49,6 @@ def _annotated(message_entry: dict, **facts) -> dict:
     again = json.loads(json.dumps(message_entry))
     again["message"].setdefault("__openclaw", {}).update(facts)
     return again
-
-
-def stamped_with_response(item: dict, ms: int, response_id: str | None = None) -> dict:
-    """The message stamped as OpenClaw stamps it: a numeric `message.timestamp`, and for a
-    model reply the provider's `responseId`."""
-    item["message"]["timestamp"] = ms
-    if response_id is not None:
-        item["message"]["responseId"] = response_id
-    return item
 
 
 # --- `redelivery` ---------------------------------------------------------------------------------

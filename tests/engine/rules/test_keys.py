@@ -8,7 +8,6 @@ import pytest
 
 from stream.engine import (
     Action,
-    FileOrigin,
     Severity,
 )
 from tests.support.builders import (
@@ -29,37 +28,13 @@ from tests.support.builders import (
     user,
     zero_usage,
 )
-
-TEXT = "Done. The report is in ~/reports/weekly.md and I emailed it to the team."
-
-
-def only_drop_alert(verdict):
-    assert verdict.action is Action.DROPPED
-    (alert,) = verdict.alerts
-    assert alert.action is Action.DROPPED
-    assert alert.kind == verdict.drop_rule
-    return alert
-
-
-def check_drop(verdict, *, kind, severity, entry_id, related, line, session_id="s1"):
-    alert = only_drop_alert(verdict)
-    assert alert.kind == kind
-    assert alert.severity is severity
-    assert alert.entry_id == entry_id
-    assert alert.related_entry_id == related
-    assert alert.session_id == session_id
-    assert alert.source == FileOrigin(f"{session_id}.jsonl", line)
-    assert verdict.output is None
-    assert verdict.dead_letter is None
-    return alert
-
-
-AGENDA = "Tomorrow you have a 10:00 standup and a 14:00 review."
-
-
-def _aborted(error: str = "LLM idle timeout (120s): no response from model", **fields):
-    return assistant(content=[], usage=zero_usage(), stop_reason="aborted", error=error, **fields)
-
+from tests.support.rule_tests import (
+    AGENDA,
+    TEXT,
+    aborted_reply,
+    check_drop,
+    stamped_with_response,
+)
 
 WAKE = (
     "[Subagent Context] Every subagent in this batch has now settled.\n\n"
@@ -76,15 +51,6 @@ def _wake(key: str, text: str = WAKE) -> dict:
         idempotency_key=key,
         provenance={"kind": "inter_session", "sourceTool": "subagent_settle"},
     )
-
-
-def stamped_with_response(item: dict, ms: int, response_id: str | None = None) -> dict:
-    """The message stamped as OpenClaw stamps it: a numeric `message.timestamp`, and for a
-    model reply the provider's `responseId`."""
-    item["message"]["timestamp"] = ms
-    if response_id is not None:
-        item["message"]["responseId"] = response_id
-    return item
 
 
 LOOP_ERROR = "Session transcript keyed user is outside the current turn: 0af3c1"
@@ -383,7 +349,7 @@ def test_95766_a_keyed_retry_after_an_idle_timeout_is_dropped_and_the_retry_repl
     retry, so the replayed prompt is a sibling of the original: the reply moves to it."""
     a0 = assistant("Hi!")
     original = user(AGENDA, idempotency_key="run-7:user")
-    aborted = _aborted()
+    aborted = aborted_reply()
     leaf = entry("leaf", targetId=a0["id"])
     again = user(AGENDA, idempotency_key="run-7:user", parent=a0["id"])
     reply = assistant("You have two meetings.")

@@ -4,8 +4,6 @@ misses."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from tests.support.builders import (
@@ -20,19 +18,13 @@ from tests.support.builders import (
     entry,
     header,
     kept,
-    new_id,
     parents,
     run,
     tool_result,
     user,
     zero_usage,
 )
-
-AGENDA = "Tomorrow you have a 10:00 standup and a 14:00 review."
-
-
-def _aborted(error: str = "LLM idle timeout (120s): no response from model", **fields):
-    return assistant(content=[], usage=zero_usage(), stop_reason="aborted", error=error, **fields)
+from tests.support.rule_tests import AGENDA, QUEUED, aborted_reply, copied, stamped_with_response
 
 
 def _stamped(item: dict, ms: int) -> dict:
@@ -82,27 +74,6 @@ def _payload(item: dict) -> int:
 def _compaction(id: str, parent: str, first_kept: str = "u2", tokens: int = 91234) -> dict:
     return entry("compaction", id=id, parent=parent, summary="Earlier: the log had 3 errors.",
                  firstKeptEntryId=first_kept, tokensBefore=tokens)
-
-
-def stamped_with_response(item: dict, ms: int, response_id: str | None = None) -> dict:
-    """The message stamped as OpenClaw stamps it: a numeric `message.timestamp`, and for a
-    model reply the provider's `responseId`."""
-    item["message"]["timestamp"] = ms
-    if response_id is not None:
-        item["message"]["responseId"] = response_id
-    return item
-
-
-def copied(item: dict, parent: str | None) -> dict:
-    """The entry written again: a new id and parent, its `message` as it was."""
-    twin = copy.deepcopy(item)
-    twin["id"] = new_id()
-    twin["parentId"] = parent
-    twin["timestamp"] = "2026-04-05T04:22:31.112Z"
-    return twin
-
-
-QUEUED = "[Queued messages while agent was busy]\n\n---\nQueued #1\nalso check the staging logs"
 
 
 def _conversation():
@@ -221,7 +192,7 @@ def test_128472_a_prompt_replayed_byte_for_byte_after_an_idle_timeout_is_dropped
     numeric timestamp included: the same message persisted twice. The reply to the replay
     answers the original."""
     original = _stamped(user(AGENDA), 1_796_200_001_000)
-    aborted = _stamped(_aborted(error="LLM idle timeout (60s): no response from model"),
+    aborted = _stamped(aborted_reply(error="LLM idle timeout (60s): no response from model"),
                        1_796_200_061_000)
     again = {**original, "id": "again", "parentId": aborted["id"]}
     reply = assistant("You have two meetings.", parent="again")
@@ -239,7 +210,7 @@ def test_95766_the_same_words_typed_again_after_an_idle_timeout_are_kept_and_rep
     """A person sending the prompt again: a new timestamp, so another message."""
     original = _stamped(user(AGENDA), 1_796_200_001_000)
     again = _stamped(user(AGENDA), 1_796_200_090_000)
-    verdicts = run([header(), original, _aborted(), again, assistant("Two meetings.")])
+    verdicts = run([header(), original, aborted_reply(), again, assistant("Two meetings.")])
     assert not drops(verdicts)
     (alert,) = alerts(verdicts, "retried_prompt")
     assert alert.related_entry_id == original["id"]

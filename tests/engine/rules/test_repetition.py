@@ -9,7 +9,6 @@ import pytest
 
 from stream.engine import (
     Action,
-    FileOrigin,
     Severity,
 )
 from tests.support.builders import (
@@ -31,36 +30,7 @@ from tests.support.builders import (
     user,
     zero_usage,
 )
-
-TEXT = "Done. The report is in ~/reports/weekly.md and I emailed it to the team."
-
-
-def only_drop_alert(verdict):
-    assert verdict.action is Action.DROPPED
-    (alert,) = verdict.alerts
-    assert alert.action is Action.DROPPED
-    assert alert.kind == verdict.drop_rule
-    return alert
-
-
-def check_drop(verdict, *, kind, severity, entry_id, related, line, session_id="s1"):
-    alert = only_drop_alert(verdict)
-    assert alert.kind == kind
-    assert alert.severity is severity
-    assert alert.entry_id == entry_id
-    assert alert.related_entry_id == related
-    assert alert.session_id == session_id
-    assert alert.source == FileOrigin(f"{session_id}.jsonl", line)
-    assert verdict.output is None
-    assert verdict.dead_letter is None
-    return alert
-
-
-def cli_copy(text, **kw):
-    return assistant(text, api="cli", provider="claude-cli", model="opus", **kw)
-
-
-AGENDA = "Tomorrow you have a 10:00 standup and a 14:00 review."
+from tests.support.rule_tests import AGENDA, TEXT, check_drop, cli_copy
 
 
 def _cli_record(text: str, run_id: str = "run-1", **fields):

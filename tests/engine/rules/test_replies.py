@@ -27,15 +27,9 @@ from tests.support.builders import (
     user,
     zero_usage,
 )
+from tests.support.rule_tests import AGENDA, QUEUED, aborted_reply, stamped_with_response, the_alert
 
 UNIT = "The deployment finished and all 14 services report healthy."
-
-
-def the_alert(verdicts, kind):
-    (alert,) = alerts(verdicts, kind)
-    assert alert.action is Action.KEPT
-    assert alert.session_id == "s1"
-    return alert
 
 
 def all_kept(verdicts):
@@ -66,25 +60,6 @@ def failing_turns(messages):
         replies.append(reply)
         items += [user("hello?"), reply, custom()]
     return items, replies
-
-
-AGENDA = "Tomorrow you have a 10:00 standup and a 14:00 review."
-
-
-def _aborted(error: str = "LLM idle timeout (120s): no response from model", **fields):
-    return assistant(content=[], usage=zero_usage(), stop_reason="aborted", error=error, **fields)
-
-
-def stamped_with_response(item: dict, ms: int, response_id: str | None = None) -> dict:
-    """The message stamped as OpenClaw stamps it: a numeric `message.timestamp`, and for a
-    model reply the provider's `responseId`."""
-    item["message"]["timestamp"] = ms
-    if response_id is not None:
-        item["message"]["responseId"] = response_id
-    return item
-
-
-QUEUED = "[Queued messages while agent was busy]\n\n---\nQueued #1\nalso check the staging logs"
 
 
 # --- `repetition_cascade` -------------------------------------------------------------------------
@@ -346,7 +321,7 @@ def test_alerts_carry_no_text_unless_snippets_are_opted_into():
 
 def test_95766_an_unkeyed_prompt_repeated_after_an_empty_failure_is_kept_and_reported():
     original = user(AGENDA)
-    aborted = _aborted()
+    aborted = aborted_reply()
     again = user(AGENDA)
     verdicts = run([header(), original, aborted, again, assistant("Two meetings.")])
     assert not drops(verdicts)
@@ -372,7 +347,8 @@ def test_95766_a_prompt_repeated_after_anything_but_an_empty_failure_is_not_a_re
 
 
 def test_95766_another_prompt_after_an_empty_failure_is_not_a_retry():
-    verdicts = run([header(), user(AGENDA), _aborted(), user("Never mind, what about Friday?")])
+    verdicts = run([header(), user(AGENDA), aborted_reply(),
+                    user("Never mind, what about Friday?")])
     assert not alerts(verdicts, "retried_prompt")
 
 

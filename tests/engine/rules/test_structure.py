@@ -34,28 +34,7 @@ from tests.support.builders import (
     tool_result,
     user,
 )
-
-TEXT = "Done. The report is in ~/reports/weekly.md and I emailed it to the team."
-
-
-def cli_copy(text, **kw):
-    return assistant(text, api="cli", provider="claude-cli", model="opus", **kw)
-
-
-def the_alert(verdicts, kind):
-    (alert,) = alerts(verdicts, kind)
-    assert alert.action is Action.KEPT
-    assert alert.session_id == "s1"
-    return alert
-
-
-AGENDA = "Tomorrow you have a 10:00 standup and a 14:00 review."
-
-
-def _final(text: str, send: str):
-    return mirror(text, idempotency_key=f"channel-final:{send}:0",
-                  marker={"sourceMessageId": send}, api="openclaw-transcript")
-
+from tests.support.rule_tests import AGENDA, TEXT, channel_final, cli_copy, the_alert
 
 # --- re-parenting --------------------------------------------------------------------------------
 
@@ -242,7 +221,7 @@ def test_100360_an_entry_moved_around_a_dropped_copy_is_no_fork():
     next user turn below the mirror. Dropping the mirror moves that turn below the reply."""
     reply = assistant(AGENDA, __openclaw={"mirrorIdentity": "run-1:assistant"})
     ttl = custom(parent=reply["id"])
-    final = _final(AGENDA, "tg-1")
+    final = channel_final(AGENDA, "tg-1")
     final["parentId"] = reply["id"]
     nxt = user("thanks", parent=final["id"])
     verdicts = run([header(), user(), reply, ttl, final, nxt])
