@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import descendants
+
 pytestmark = pytest.mark.integration
 
 
@@ -63,21 +65,3 @@ def test_sigterm_stops_the_worker_and_then_the_broker(tmp_path: Path) -> None:
     assert dev.returncode == 0 and "stopped the worker and the broker" in rest
     assert time.monotonic() - started < 30
     assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]
-
-
-def descendants(pid: int) -> list[int]:
-    """The processes below `pid` now."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents.setdefault(int(stat.rpartition(")")[2].split()[1]), []).append(int(entry.name))
-    found, pending = [], list(parents.get(pid, []))
-    while pending:
-        child = pending.pop()
-        found.append(child)
-        pending += parents.get(child, [])
-    return found

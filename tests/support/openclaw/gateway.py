@@ -36,6 +36,7 @@ from stream.brokers.local import die_with_parent_hook
 from tests.support.openclaw.install import Installation
 from tests.support.openclaw.model import ModelStandIn
 from tests.support.openclaw.telegram import BOT_TOKEN, TelegramStandIn
+from tests.support.processes import descendants, start_time
 
 AGENT = "main"
 MAIN_SESSION_KEY = f"agent:{AGENT}:main"  # where a Telegram DM goes
@@ -237,7 +238,7 @@ class Gateway:
         process, self.process = self.process, None
         if process is None:
             return None
-        children = _descendants(process.pid)
+        children = descendants(process.pid)
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
@@ -248,7 +249,7 @@ class Gateway:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         for pid, started in children.items():
-            if _start_time(pid) == started:  # still that process, not a reused pid
+            if start_time(pid) == started:  # still that process, not a reused pid
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         self._remove_lock_files()
@@ -462,37 +463,6 @@ class Gateway:
 
     def entry_count(self, session_id: str | None) -> int:
         return len(self.transcripts().get(session_id, [])) if session_id else 0
-
-
-def _start_time(pid: int) -> str | None:
-    """A process's start time (field 22 of /proc/PID/stat), None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rpartition(")")[2].split()[19]
-
-
-def _descendants(pid: int) -> dict[int, str]:
-    """The processes below `pid` now, each with its start time."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rpartition(")")[2].split()[1])
-            parents.setdefault(parent, []).append(int(entry.name))
-    found: dict[int, str] = {}
-    pending = list(parents.get(pid, []))
-    while pending:
-        child = pending.pop()
-        started = _start_time(child)
-        if started is not None:
-            found[child] = started
-            pending += parents.get(child, [])
-    return found
 
 
 def _read_only(path: Path) -> contextlib.closing[sqlite3.Connection]:
