@@ -25,6 +25,7 @@ from bench.procs import (
     E2E_SESSION_TIMEOUT_S,
     Child,
     create,
+    print_alone,
     worker_batch_metrics,
     worker_command,
     worker_settings,
@@ -119,20 +120,9 @@ def run(broker: RunningBroker, seconds: float, workdir: Path,
 def main() -> None:
     """`python -m bench.guarantee_latency [SECONDS]`: this section alone, on an Apache Kafka of
     its own, printed as JSON."""
-    import json
     import sys
-    import tempfile
 
-    from stream.brokers import start_broker
-
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 20.0
-    broker = start_broker("kafka")
-    try:
-        with tempfile.TemporaryDirectory() as workdir:
-            print(json.dumps(run(broker, seconds, Path(workdir), print), indent=1))
-    finally:
-        broker.stop()
-
+    print_alone(run, "kafka", float(sys.argv[1]) if len(sys.argv) > 1 else 20.0)
 
 if __name__ == "__main__":
     main()

@@ -10,9 +10,10 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from stream.brokers import free_port
+from stream.brokers import RunningBroker, free_port, start_broker
 from stream.brokers.local import die_with_parent_hook, log_tail, stop_process
 from stream.consumers.tail import read_topic
 from stream.kafka.admin import create_topics
@@ -281,3 +282,14 @@ def quix_python(install: bool) -> tuple[str | None, str]:
     if done.returncode != 0:
         return None, f"quixstreams installed but does not import: {done.stderr.strip()[-200:]}"
     return str(python), f"quixstreams {done.stdout.strip()}"
+
+
+def print_alone(section: Callable[..., dict], kind: str, seconds: float) -> None:
+    """A section of the benchmark run alone, `python -m bench.<section>`: on a broker of its
+    own, for `seconds` of load, its results printed as JSON."""
+    broker: RunningBroker = start_broker(kind)
+    try:
+        with tempfile.TemporaryDirectory() as workdir:
+            print(json.dumps(section(broker, seconds, Path(workdir), print), indent=1))
+    finally:
+        broker.stop()

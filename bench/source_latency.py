@@ -36,6 +36,7 @@ from bench.procs import (
     Child,
     cpu_seconds,
     create,
+    print_alone,
     python_env,
     worker_command,
     worker_settings,
@@ -270,20 +271,8 @@ def run(broker: RunningBroker, seconds: float, workdir: Path,
 def main() -> None:
     """`python -m bench.source_latency [tansu|kafka] [SECONDS]`: this section alone, on a broker
     of its own, printed as JSON (the full run's other sections take minutes)."""
-    import json
-    import tempfile
-
-    from stream.brokers import start_broker
-
-    kind = sys.argv[1] if len(sys.argv) > 1 else "tansu"
-    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
-    broker = start_broker(kind)
-    try:
-        with tempfile.TemporaryDirectory() as workdir:
-            print(json.dumps(run(broker, seconds, Path(workdir), print), indent=1))
-    finally:
-        broker.stop()
-
+    print_alone(run, sys.argv[1] if len(sys.argv) > 1 else "tansu",
+                float(sys.argv[2]) if len(sys.argv) > 2 else 10.0)
 
 if __name__ == "__main__":
     main()
