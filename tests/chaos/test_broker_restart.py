@@ -36,7 +36,14 @@ from stream.brokers.local import stop_process
 from stream.consumers.memory_writer.compare import duplicate_lines
 from stream.consumers.memory_writer.files import MemoryWriter
 from stream.settings import Settings
-from tests.support.harness import WorkerProcess, consume_all, run, wait_until, worker_settings
+from tests.support.harness import (
+    WorkerProcess,
+    consume_all,
+    kafka_only,
+    run,
+    wait_until,
+    worker_settings,
+)
 from tests.support.outputs import (
     difference,
     first_occurrences,
@@ -46,7 +53,6 @@ from tests.support.outputs import (
 )
 from tests.support.workload import corpus_sessions, session_with_duplicates
 
-TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 # `make chaos` sets CHAOS_ENTRIES and CHAOS_SESSIONS for every chaos test
 LINES = int(os.environ.get("BROKER_CHAOS_LINES", os.environ.get("CHAOS_ENTRIES", "3000")))
 SESSIONS = int(os.environ.get("BROKER_CHAOS_SESSIONS", os.environ.get("CHAOS_SESSIONS", "48")))
@@ -58,14 +64,10 @@ BATCH_SIZE = 20
 # Shorter than the outage: a worker that takes the broker's absence for a stall would exit.
 STALL_TIMEOUT = 15.0
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        TEST_BROKER != "kafka",
-        reason="Tansu keeps everything in memory: restarted, it has no topics, offsets or "
-        "groups left, so there is nothing to come back to; the Kafka suite runs this test",
-    ),
-]
+pytestmark = kafka_only(
+    "Tansu keeps everything in memory: restarted, it has no topics, offsets or "
+    "groups left, so there is nothing to come back to; the Kafka suite runs this test"
+)
 
 
 @pytest.fixture

@@ -48,6 +48,7 @@ from tests.support.harness import (
     WorkerProcess,
     consume_all,
     group_offsets,
+    kafka_only,
     run,
     wait_until,
     worker_settings,
@@ -55,7 +56,6 @@ from tests.support.harness import (
 from tests.support.outputs import difference, per_session, without_source
 from tests.support.workload import workload
 
-TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 RUNS = int(os.environ.get("EOS_RUNS", "1"))
 SEND_ATTEMPTS = 3
 ENTRIES = int(os.environ.get("CHAOS_ENTRIES", "3000"))
@@ -74,14 +74,10 @@ TRANSACTION_REQUEST_FAILED = re.compile(
 # Shorter than the outage: a worker that took the broker's absence for a stall would exit.
 STALL_TIMEOUT = 15.0
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        TEST_BROKER != "kafka",
-        reason="Tansu 0.6.0 grants no transactional producer (it refuses aiokafka's "
-        "InitProducerId), so the worker runs at least once there; the Kafka suite runs these",
-    ),
-]
+pytestmark = kafka_only(
+    "Tansu 0.6.0 grants no transactional producer (it refuses aiokafka's "
+    "InitProducerId), so the worker runs at least once there; the Kafka suite runs these"
+)
 
 
 def with_bad_lines(records: list[tuple[bytes, bytes]], rng: random.Random,

@@ -35,6 +35,7 @@ from stream.kafka.ends import log_end_offsets
 from stream.settings import Settings
 from stream.worker.app import changelog_topics
 from tests.support.harness import (
+    TEST_BROKER,
     WorkerProcess,
     consume_all,
     group_offsets,
@@ -48,7 +49,6 @@ from tests.support.workload import workload
 
 pytestmark = pytest.mark.integration
 
-TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 SEED = int(os.environ.get("CHAOS_SEED", str(random.SystemRandom().randrange(10**6))))
 RUNS = int(os.environ.get("CHAOS_RUNS", "1"))
 ENTRIES = int(os.environ.get("CHAOS_ENTRIES", "5000"))

@@ -15,7 +15,6 @@ refuses (docs/brokers.md).
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import time
 from pathlib import Path
@@ -25,22 +24,24 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream.kafka.admin import ensure_input_topic
-from tests.support.harness import WorkerProcess, consume_all, run, wait_until, worker_settings
+from tests.support.harness import (
+    WorkerProcess,
+    consume_all,
+    kafka_only,
+    run,
+    wait_until,
+    worker_settings,
+)
 from tests.support.outputs import difference, offline_results, per_session
 from tests.support.workload import workload
 
-TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 TRANSACTION_RECORDS = 4  # records per transaction: a marker every few offsets per partition
 STALL_TIMEOUT = 6.0
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        TEST_BROKER != "kafka",
-        reason="Tansu 0.6.0 refuses aiokafka's transactional producer (InitProducerId); the "
-        "Kafka suite runs this test",
-    ),
-]
+pytestmark = kafka_only(
+    "Tansu 0.6.0 refuses aiokafka's transactional producer (InitProducerId); the "
+    "Kafka suite runs this test"
+)
 
 
 async def produce_in_transactions(settings, records, name: str) -> None:

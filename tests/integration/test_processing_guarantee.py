@@ -4,20 +4,18 @@ start where the broker grants no transactional producer."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.harness import WorkerProcess, produce, run, worker_settings
+from tests.support.harness import TEST_BROKER, WorkerProcess, produce, run, worker_settings
 from tests.support.outputs import wait_for_outputs
 from tests.support.workload import workload
 
 pytestmark = pytest.mark.integration
 
-TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 
 
 def guarantee_lines(log: str) -> list[str]:

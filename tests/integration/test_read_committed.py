@@ -8,11 +8,9 @@ refuses (docs/brokers.md).
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
-import pytest
 from aiokafka import AIOKafkaProducer
 
 from stream.consumers.consume import consume
@@ -22,19 +20,13 @@ from stream.engine import SessionState
 from stream.kafka.admin import create_topics, ensure_topics
 from stream.worker.app import changelog_topics
 from stream.worker.tables import StoredSession
-from tests.support.harness import WorkerProcess, consume_all, run, worker_settings
+from tests.support.harness import WorkerProcess, consume_all, kafka_only, run, worker_settings
 from tests.support.workload import corpus_sessions
 
-TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
-
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        TEST_BROKER != "kafka",
-        reason="Tansu 0.6.0 refuses aiokafka's transactional producer (InitProducerId), so "
-        "nothing is written in transactions there; the Kafka suite runs this test",
-    ),
-]
+pytestmark = kafka_only(
+    "Tansu 0.6.0 refuses aiokafka's transactional producer (InitProducerId), so "
+    "nothing is written in transactions there; the Kafka suite runs this test"
+)
 
 
 async def write(bootstrap: str, topic: str, transactions: list[tuple[bool, list]],

@@ -24,22 +24,22 @@ from stream.engine import Engine
 from stream.settings import Settings
 from stream.sources.produce import read_session
 from tests.support.data import FIXTURES
-from tests.support.harness import WorkerProcess, wait_until, worker_settings
+from tests.support.harness import (
+    WorkerProcess,
+    kafka_only,
+    wait_until,
+    worker_settings,
+)
 
-TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
 # Ten lines, one of them an exact delivery-mirror duplicate the worker drops.
 SESSION_FILE = (
     FIXTURES / "0c4e9163-2c40-4265-ab6e-a52f5dd1cd99.jsonl.reset.2026-04-05T04-22-28.629Z"
     ".excerpt.jsonl"
 )
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        TEST_BROKER != "kafka",
-        reason="the embedded Tansu 0.6.0 cannot serve TLS (see docs/brokers.md)",
-    ),
-]
+pytestmark = kafka_only(
+    "the embedded Tansu 0.6.0 cannot serve TLS (see docs/brokers.md)"
+)
 
 
 @pytest.fixture(scope="module")

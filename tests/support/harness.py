@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import CoordinatorLoadInProgressError, GroupCoordinatorNotAvailableError
@@ -22,6 +24,15 @@ from stream.brokers.local import stop_process
 from stream.consumers.tail import read_topic
 from stream.settings import Settings
 from stream.worker.stalls import STALLED_EXIT_CODE
+
+# The broker the integration tests run against: Tansu (`make test`) or Apache Kafka
+# (`make test-kafka`, SESSION_STREAM_TEST_BROKER=kafka).
+TEST_BROKER = os.environ.get("SESSION_STREAM_TEST_BROKER", "tansu")
+
+
+def kafka_only(reason: str) -> list[pytest.MarkDecorator]:
+    """The marks of an integration test that runs on Apache Kafka only, saying why."""
+    return [pytest.mark.integration, pytest.mark.skipif(TEST_BROKER != "kafka", reason=reason)]
 
 
 def worker_settings(broker: RunningBroker, name: str, tmp_path: Path, **changes) -> Settings:
