@@ -52,12 +52,11 @@ async def record_ends(options: Mapping[str, Any],
         await consumer.stop()
 
 
-async def committed_counts(options: Mapping[str, Any],
-                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-    """How many records a committed reader finds in each partition, read from its start: in a
-    partition written in transactions, commit markers and aborted records hold offsets too, so
-    offsets alone overcount."""
-    ends = await record_ends(options, partitions)
+async def committed_counts(options: Mapping[str, Any], ends: Mapping[TopicPartition, int]
+                           ) -> dict[TopicPartition, int]:
+    """How many records a committed reader finds in each partition, read from its start up to
+    its end in `ends` (`record_ends`): in a partition written in transactions, commit markers
+    and aborted records hold offsets too, so offsets alone overcount."""
     counts = dict.fromkeys(ends, 0)
     consumer = AIOKafkaConsumer(**options, enable_auto_commit=False,
                                 isolation_level="read_committed")

@@ -123,7 +123,7 @@ async def _from_broker(settings: Settings, run: dict[str, Any], alerts: int) -> 
     # (the worker creates the topics as it starts: none may be there yet)
     ends = await record_ends(options, partitions) if partitions else {}
     outputs = [tp for tp in partitions if tp.topic in (settings.clean_topic, settings.dlq_topic)]
-    found = await committed_counts(options, outputs) if outputs else {}
+    found = await committed_counts(options, {tp: ends[tp] for tp in outputs}) if outputs else {}
     counts = {role: sum(found.get(tp, ends[tp] - starts[tp]) for tp in partitions
                         if tp.topic == topic)
               for role, topic in topics.items()}
@@ -132,9 +132,9 @@ async def _from_broker(settings: Settings, run: dict[str, Any], alerts: int) -> 
         "memory-writer": await _lag(options, run["memory_group"], settings.clean_topic,
                                     partitions, ends),
     }
-    read, dropped, last = await _read_alerts(options, [tp for tp in partitions
-                                                       if tp.topic == settings.alerts_topic],
-                                             alerts)
+    read, dropped, last = await _read_alerts(
+        options, {tp: end for tp, end in ends.items() if tp.topic == settings.alerts_topic},
+        alerts)
     return {"records": {"in": counts["in"], "kept": counts["kept"], "dropped": dropped,
                         "dead_lettered": counts["dead_lettered"], "alerts": read},
             "lag": groups, "last_alerts": last}
@@ -172,13 +172,13 @@ async def _lag(options: dict, group: str, topic: str, partitions: list[TopicPart
             "committed": bool(positions)}
 
 
-async def _read_alerts(options: dict, partitions: list[TopicPartition], last: int
+async def _read_alerts(options: dict, ends: dict[TopicPartition, int], last: int
                        ) -> tuple[int, int, list[str]]:
-    """The alerts, the distinct dropped-entry alerts among them, and the last `last` alerts as
-    `tail` prints them."""
-    if not partitions:
+    """The alerts up to `ends`, the distinct dropped-entry alerts among them, and the last
+    `last` alerts as `tail` prints them."""
+    if not ends:
         return 0, 0, []
-    ends = await record_ends(options, partitions)
+    partitions = list(ends)
     order = itertools.count()
     read = 0
     consumer = AIOKafkaConsumer(**options, enable_auto_commit=False,
