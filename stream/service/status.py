@@ -120,6 +120,13 @@ async def _from_broker(settings: Settings, run: dict[str, Any], alerts: int) -> 
     topics = {"in": settings.input_topic, "kept": settings.clean_topic,
               "dead_lettered": settings.dlq_topic, "alerts": settings.alerts_topic}
     partitions, starts = await _partitions_and_starts(settings, list(topics.values()))
+    # The groups' commits are read before the ends: every output of an input the worker has
+    # committed is then within the ends, and a lag of 0 means the counts are whole.
+    groups = {"worker": (settings.app_id, settings.input_topic),
+              "memory-writer": (run["memory_group"], settings.clean_topic)}
+    committed = {role: await _committed(options, group, [tp for tp in partitions
+                                                         if tp.topic == topic])
+                 for role, (group, topic) in groups.items()}
     # (the worker creates the topics as it starts: none may be there yet)
     ends = await record_ends(options, partitions) if partitions else {}
     outputs = [tp for tp in partitions if tp.topic in (settings.clean_topic, settings.dlq_topic)]
@@ -127,17 +134,14 @@ async def _from_broker(settings: Settings, run: dict[str, Any], alerts: int) -> 
     counts = {role: sum(found.get(tp, ends[tp] - starts[tp]) for tp in partitions
                         if tp.topic == topic)
               for role, topic in topics.items()}
-    groups = {
-        "worker": await _lag(options, settings.app_id, settings.input_topic, partitions, ends),
-        "memory-writer": await _lag(options, run["memory_group"], settings.clean_topic,
-                                    partitions, ends),
-    }
     read, dropped, last = await _read_alerts(
         options, {tp: end for tp, end in ends.items() if tp.topic == settings.alerts_topic},
         alerts)
     return {"records": {"in": counts["in"], "kept": counts["kept"], "dropped": dropped,
                         "dead_lettered": counts["dead_lettered"], "alerts": read},
-            "lag": groups, "last_alerts": last}
+            "lag": {role: _lag(group, topic, committed[role], ends)
+                    for role, (group, topic) in groups.items()},
+            "last_alerts": last}
 
 
 async def _partitions_and_starts(settings: Settings, topics: list[str]
@@ -155,21 +159,28 @@ async def _partitions_and_starts(settings: Settings, topics: list[str]
         await consumer.stop()
 
 
-async def _lag(options: dict, group: str, topic: str, partitions: list[TopicPartition],
-               ends: dict[TopicPartition, int]) -> dict[str, Any]:
-    """Records of `topic` the group has not committed yet (all of them before its first)."""
-    mine = [tp for tp in partitions if tp.topic == topic]
+async def _committed(options: dict, group: str, partitions: list[TopicPartition]
+                     ) -> dict[TopicPartition, int]:
+    """Where `group` has committed each of `partitions` it has committed."""
+    if not partitions:
+        return {}
     admin = AIOKafkaAdminClient(**options)
     await admin.start()
     try:
         # its partitions named: Tansu drops the connection otherwise
-        committed = await admin.list_consumer_group_offsets(group, partitions=mine) if mine else {}
+        committed = await admin.list_consumer_group_offsets(group, partitions=partitions)
     finally:
         await admin.close()
-    positions = {tp: meta.offset for tp, meta in committed.items() if meta.offset >= 0}
+    return {tp: meta.offset for tp, meta in committed.items() if meta.offset >= 0}
+
+
+def _lag(group: str, topic: str, committed: dict[TopicPartition, int],
+         ends: dict[TopicPartition, int]) -> dict[str, Any]:
+    """Records of `topic` the group has not committed yet (all of them before its first)."""
     return {"group": group, "topic": topic,
-            "behind": sum(max(0, ends[tp] - positions.get(tp, 0)) for tp in mine),
-            "committed": bool(positions)}
+            "behind": sum(max(0, end - committed.get(tp, 0)) for tp, end in ends.items()
+                          if tp.topic == topic),
+            "committed": bool(committed)}
 
 
 async def _read_alerts(options: dict, ends: dict[TopicPartition, int], last: int

@@ -35,11 +35,18 @@ def test_up_runs_the_pipeline_and_status_shows_its_work(tmp_path: Path, openclaw
     up = Up(tmp_path / "state", openclaw)
     try:
         up.start()
-        report = up.wait(lambda r: r.get("records", {}).get("in") == ENTRIES
+        seen: list[dict] = []
+        report = up.wait(lambda r: seen.append(r) is None
+                         and r.get("records", {}).get("in") == ENTRIES
                          and r["lag"]["worker"]["behind"] == 0
                          and r["lag"]["memory-writer"]["behind"] == 0
                          and r["source"]["behind"] == {"bytes": 0},
                          180, "every entry through the worker and the memory writer")
+        # a status taken while the entries flow: where the worker is caught up, each entry
+        # it counts in is kept, dropped or dead-lettered
+        caught_up = [r["records"] for r in seen
+                     if r.get("records") and r["lag"]["worker"]["behind"] == 0]
+        assert all(c["kept"] + c["dropped"] + c["dead_lettered"] == c["in"] for c in caught_up)
         assert report["source"]["kind"] == "follow"
         assert report["records"]["dropped"] == DROPPED
         assert report["records"]["kept"] == ENTRIES - DROPPED
