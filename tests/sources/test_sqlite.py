@@ -190,7 +190,7 @@ def test_a_deleted_session_is_forgotten(database: Path, writer: sqlite3.Connecti
     insert(writer, "s-a", 1)
     insert(writer, "s-b", 1)
     # Appends tell no deletion: the whole-store read of every poll interval does.
-    source = follower(database, poll_interval=0.001)
+    source = follower(database, poll_interval=0)  # every poll the whole-store read
     drain(source)
 
     writer.execute("DELETE FROM transcript_events WHERE session_id = 's-a'")

@@ -131,7 +131,7 @@ def test_a_rewrite_in_place_comes_with_the_whole_store_read(
     writer = create_openclaw_store(store)
     open_window(writer, "s", KEY)
     insert(writer, "s", 0, 1, 2)
-    source = SqliteFollower(store, tmp_path / "checkpoint.json", 500, None, poll_interval=0.001)
+    source = SqliteFollower(store, tmp_path / "checkpoint.json", 500, None, poll_interval=0)
     drain(source)
     with writer:  # what an exact rewrite does: the row changed where it is, in one transaction
         writer.execute("UPDATE transcript_events SET event_json = 'rewritten' WHERE seq = 2")
