@@ -69,6 +69,23 @@ _STATS_1_30: Final = re.compile(
 _UNTRUSTED: Final = re.compile(
     r"<<<BEGIN_UNTRUSTED_CHILD_RESULT>>>[\s\S]*?<<<END_UNTRUSTED_CHILD_RESULT>>>"
     r"|<prompt-data>[\s\S]*?</prompt-data>")
+# OpenClaw's own lines around the announces it delivers (`buildCollectPrompt`'s queue wrapper,
+# the legacy runtime-context header, `annotateInterSessionPromptText`'s inter-session header),
+# the delivery time the gateway puts before a prompt (`injectTimestamp`), and the label before
+# an event's instruction (`formatTaskCompletionEvent`): what `announce_only` takes for framing
+_FRAMING_LINE: Final = re.compile(
+    r"(?m)^[ \t]*(?:\[Queued announce messages while agent was busy\]|---|Queued #\d+"
+    r"|OpenClaw runtime context \(internal\):"
+    r"|This context is runtime-generated, not user-authored\. Keep internal details private\."
+    r"|\[Inter-session message\] [^\r\n]*"
+    r"|This content was routed by OpenClaw from another session or internal tool\.[^\r\n]*"
+    r")[ \t]*\r?$")
+_LINE_TIME: Final = re.compile(
+    r"(?m)^[ \t]*\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\] ?")
+_INSTRUCTION_LABEL: Final = re.compile(r"\r?\n[ \t]*\r?\n(?:Action|Instruction):[ \t]*\r?\n")
+_PARAGRAPH_BREAK: Final = re.compile(r"\r?\n[ \t]*\r?\n")
+_PARAGRAPH_START: Final = re.compile(r"(?:[ \t]*\r?\n)+")
+_INTERNAL_BEGIN: Final = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 # A text longer than this is compared by its last _WORDS_KEPT characters (`words_digest`).
 _WORDS_READ: Final = 4096
 _WORDS_KEPT: Final = 1024
@@ -172,6 +189,53 @@ def announces(text: str) -> list[tuple[str, int]]:
     if not found:
         found = _announces_1_30(text)
     return found
+
+
+def announce_only(text: str) -> bool:
+    """Whether the text holds nothing but its announces and OpenClaw's framing of them.
+
+    OpenClaw puts a completion event before the body of the prompt it rides on
+    (`prependInternalEventContext`, `resolveAcpPromptBody`): a person's words beside an announce
+    make the row theirs, never a copy. OpenClaw's own parts: its internal context blocks, each
+    announce from its first line through its stats line, and the one paragraph of instruction
+    after it (the paragraph after an `Action:` or `Instruction:` label, as OpenClaw's
+    `findLegacyInternalEventEnd` reads an event's end; the paragraph after the stats line in the
+    releases before the events), and the framing lines above."""
+    rest = _INTERNAL_CONTEXT.sub("", text) if _INTERNAL_BEGIN in text else text
+    if "<" in rest:
+        rest = _UNTRUSTED.sub("", rest)
+    starts = sorted([(match.start(), True) for match in _ANNOUNCE_EVENT.finditer(rest)]
+                    + [(match.start(), False) for pattern in (_ANNOUNCE_2_26, _ANNOUNCE_1_30)
+                       for match in pattern.finditer(rest)])
+    kept: list[str] = []
+    cut = 0
+    for index, (start, is_event) in enumerate(starts):
+        if start < cut:
+            continue
+        limit = starts[index + 1][0] if index + 1 < len(starts) else len(rest)
+        kept.append(rest[cut:start])
+        cut = _announce_end(rest, start, limit, is_event)
+    kept.append(rest[cut:])
+    return not _FRAMING_LINE.sub("", _LINE_TIME.sub("", "".join(kept))).strip()
+
+
+def _announce_end(text: str, start: int, limit: int, is_event: bool) -> int:
+    """Where the announce that starts at `start` ends, the next one starting at `limit`."""
+    label = _INSTRUCTION_LABEL.search(text, start, limit)
+    if label is not None:
+        return _paragraph_end(text, label.end(), limit)
+    stats = [match.end() for match in _STATS.finditer(text, start, limit)]
+    if not stats:
+        return start  # no end to go by: the announce is taken for words
+    if is_event:
+        return stats[-1]
+    after = _PARAGRAPH_START.match(text, stats[-1], limit)
+    return _paragraph_end(text, after.end(), limit) if after is not None else stats[-1]
+
+
+def _paragraph_end(text: str, start: int, limit: int) -> int:
+    found = _PARAGRAPH_BREAK.search(text, start, limit)
+    return found.start() if found is not None else limit
 
 
 def _announces_1_30(text: str) -> list[tuple[str, int]]:

@@ -389,11 +389,13 @@ SAME_ANNOUNCE: Final = AlertKind(
     IDENTITIES,
     description="the same completion announced again",
     definition="a user message every completion of which (each child session it names, with "
-               "what it reports) a kept message announced: the same completion announced "
-               "again, however wrapped or delivered (#17122, #20202, #125797)",
+               "what it reports) a kept message announced, and that holds nothing else but "
+               "OpenClaw's framing of them: the same completion announced again, however "
+               "wrapped or delivered (#17122, #20202, #125797). A person's words beside the "
+               "announce (OpenClaw puts an event before the prompt it rides on): kept",
     alert="A user message every completion of which (the child session it names, with what it "
-          "reports) a kept message announced, however wrapped or delivered. `related_entry_id` is"
-          " the first entry that announced them.",
+          "reports) a kept message announced, however wrapped or delivered, holding nothing "
+          "else. `related_entry_id` is the first entry that announced them.",
     evidence=(
         count("sessions", "How many completions the message announces."),
     ),

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from stream.engine.inbound_text import announces, inbound_id, words_hash
+from stream.engine.inbound_text import announce_only, announces, inbound_id, words_hash
 from tests.support.data import DATA
 
 CASES = json.loads((DATA / "openclaw-templates" / "text-identities.json").read_text())
@@ -75,6 +75,20 @@ def test_the_same_child_session_reporting_other_findings_reports_otherwise():
     assert again == session and other != report
     event = by_id("announce-2026.9.6-agent")
     assert announces(event)[0][1] != announces(event.replace("3 errors", "4 errors"))[0][1]
+
+
+@pytest.mark.parametrize("case", by_family("announce_event", "announce_system_message",
+                                           "announce_stats"), ids=lambda case: case["id"])
+def test_an_announce_is_alone_in_its_framing_but_not_beside_a_person_s_words(case):
+    """Each release's announce, as its template writes it, holds nothing but OpenClaw's own
+    text; a person's paragraph before or after it (`prependInternalEventContext` puts an event
+    before the prompt's body) is theirs."""
+    text = case["text"]
+    assert announce_only(text)
+    words = "thanks! and could you look at the docs too?"
+    assert not announce_only(f"{text}\n\n{words}")
+    assert not announce_only(f"{words}\n\n{text}")
+    assert not announce_only(f"[Tue 2026-03-31 10:00 UTC] {words}\n\n{text}")
 
 
 @pytest.mark.parametrize("case", by_family("room_event_line", "inter_session",

@@ -230,9 +230,10 @@ def find(ctx: Context) -> Drop | None:
 
 def _announced_again(ctx: Context, reports: list[tuple[str, int]],
                      use: IdentityUse) -> Drop | None:
-    """Every completion the entry announces was announced before, reporting the same: a copy
-    of the first entry that announced them, whatever wrapper each came in. A persistent child's
-    next run names the same session and reports otherwise: a completion of its own."""
+    """Every completion the entry announces was announced before, reporting the same, and the
+    entry holds nothing else: a copy of the first entry that announced them, whatever wrapper
+    each came in. A persistent child's next run names the same session and reports otherwise: a
+    completion of its own; a person's words beside the announce are theirs."""
     earlier: list[str] = []
     for session, report in reports:
         slot = f"{ANNOUNCE}{session}\x00{report:x}"
@@ -241,7 +242,7 @@ def _announced_again(ctx: Context, reports: list[tuple[str, int]],
             use.remember(slot, report)
         else:
             earlier.append(record[3])
-    if len(earlier) == len(reports):
+    if len(earlier) == len(reports) and inbound_text.announce_only(ctx.entry.visible_text):
         return Drop(SAME_ANNOUNCE, earlier[0], True)
     return None
 
