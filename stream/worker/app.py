@@ -30,6 +30,10 @@ from stream.worker.tables import TableStore
 # first batch even when it exceeds this), and fetches of this size keep records arriving
 # while a batch is processed instead of in a few huge responses.
 FETCH_BYTES_PER_PARTITION = 1024 * 1024
+# Exactly once, a batch commits a transaction per input partition, whose coordinator round trips
+# and commit markers cost the same for 800 entries as for 3,000: fetches four times larger
+# (docs/performance.md has the runs with each size).
+FETCH_BYTES_PER_PARTITION_EXACTLY_ONCE = 4 * 1024 * 1024
 SESSIONS_TABLE = "sessions"
 MEMORY_TABLE = "memory"
 
@@ -77,7 +81,8 @@ def create_app(settings: Settings, *, exactly_once: bool = False) -> Worker:
         producer_linger=0.01,
         producer_max_batch_size=1024 * 1024,
         producer_max_request_size=MAX_RECORD_BYTES,
-        consumer_max_fetch_size=FETCH_BYTES_PER_PARTITION,
+        consumer_max_fetch_size=FETCH_BYTES_PER_PARTITION_EXACTLY_ONCE if exactly_once
+        else FETCH_BYTES_PER_PARTITION,
         broker_max_poll_records=settings.batch_size,
         web_enabled=True,
         web_host=settings.web_host,
