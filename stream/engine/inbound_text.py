@@ -70,9 +70,10 @@ _UNTRUSTED: Final = re.compile(
     r"<<<BEGIN_UNTRUSTED_CHILD_RESULT>>>[\s\S]*?<<<END_UNTRUSTED_CHILD_RESULT>>>"
     r"|<prompt-data>[\s\S]*?</prompt-data>")
 # OpenClaw's own lines around the announces it delivers (`buildCollectPrompt`'s queue wrapper,
-# the legacy runtime-context header, `annotateInterSessionPromptText`'s inter-session header),
-# the delivery time the gateway puts before a prompt (`injectTimestamp`), and the label before
-# an event's instruction (`formatTaskCompletionEvent`): what `announce_only` takes for framing
+# the legacy runtime-context header, `annotateInterSessionPromptText`'s inter-session header)
+# and the delivery time the gateway puts before a prompt (`injectTimestamp`): what
+# `announce_only` takes for framing; then the label before an event's instruction
+# (`formatTaskCompletionEvent`) and the paragraphs an announce's end is found by
 _FRAMING_LINE: Final = re.compile(
     r"(?m)^[ \t]*(?:\[Queued announce messages while agent was busy\]|---|Queued #\d+"
     r"|OpenClaw runtime context \(internal\):"
