@@ -31,8 +31,12 @@ _MESSAGE_ID_LINE: Final = re.compile(
 _QUEUED: Final = re.compile(r"^\s*\[Queued (?:announce )?messages while agent was busy\]")
 _QUEUED_SECTION: Final = re.compile(r"(?m)^---\r?\nQueued #\d+[^\r\n]*\r?\n")
 # OpenClaw's internal context serialized into a prompt (2026.8+): its text, not the person's
+_INTERNAL_BEGIN: Final = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 _INTERNAL_CONTEXT: Final = re.compile(
-    r"<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>[\s\S]*?<<<END_OPENCLAW_INTERNAL_CONTEXT>>>")
+    _INTERNAL_BEGIN + r"[\s\S]*?<<<END_OPENCLAW_INTERNAL_CONTEXT>>>")
+# the delivery time the gateway puts before a prompt (`injectTimestamp`)
+_STAMP: Final = r"\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\]"
+_GATEWAY_TIME: Final = r"(?:" + _STAMP + r" )?"
 _CONVERSATION_INFO: Final = re.compile(
     r"(?m)^Conversation info(?: \(untrusted metadata\):|: \u27e6openclaw:ctx\u27e7)[ \t]*\r?\n"
     r"[ \t]*```json[ \t]*\r?\n([\s\S]*?)\r?\n[ \t]*```[ \t]*\r?$")
@@ -48,8 +52,7 @@ _ANNOUNCE_EVENT: Final = re.compile(
     r"source: [^\r\n]*\r?\nsession_key: ([^\r\n]*)\r?\nsession_id: ([^\r\n]*)\r?\n"
     r"type: [^\r\n]*\r?\ntask: [^\r\n]*\r?\nstatus: [^\r\n]*\r?$")
 _ANNOUNCE_2_26: Final = re.compile(
-    r"(?m)^(?:\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\] )?"
-    r"\[System Message\] \[sessionId: ([^\]\r\n]*)\] A .+? \".*\" just "
+    r"(?m)^" + _GATEWAY_TIME + r"\[System Message\] \[sessionId: ([^\]\r\n]*)\] A .+? \".*\" just "
     r"(?:completed successfully|timed out|failed: [^\r\n]*|finished with unknown status)")
 _STATS: Final = re.compile(r"(?m)^Stats: [^\r\n]*$")
 _SYSTEM_MESSAGE: Final = "[System Message]"
@@ -57,7 +60,6 @@ _SYSTEM_MESSAGE: Final = "[System Message]"
 # task`/`A cron job "…" just …` (2026.2.12), delivered alone or as a section of the
 # queued-announce wrapper; the identity is in the stats line after the findings (the last one
 # before the next announce)
-_GATEWAY_TIME: Final = r"(?:\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\] )?"
 _ANNOUNCE_1_30: Final = re.compile(
     r'(?m)^' + _GATEWAY_TIME + r'(A (?:background task|subagent task|cron job) ".*" just )')
 _QUEUED_ANNOUNCES: Final = re.compile(
@@ -71,9 +73,9 @@ _UNTRUSTED: Final = re.compile(
     r"|<prompt-data>[\s\S]*?</prompt-data>")
 # OpenClaw's own lines around the announces it delivers (`buildCollectPrompt`'s queue wrapper,
 # the legacy runtime-context header, `annotateInterSessionPromptText`'s inter-session header)
-# and the delivery time the gateway puts before a prompt (`injectTimestamp`): what
-# `announce_only` takes for framing; then the label before an event's instruction
-# (`formatTaskCompletionEvent`) and the paragraphs an announce's end is found by
+# and the gateway's delivery time: what `announce_only` takes for framing; then the label
+# before an event's instruction (`formatTaskCompletionEvent`) and the paragraphs an announce's
+# end is found by
 _FRAMING_LINE: Final = re.compile(
     r"(?m)^[ \t]*(?:\[Queued announce messages while agent was busy\]|---|Queued #\d+"
     r"|OpenClaw runtime context \(internal\):"
@@ -81,12 +83,10 @@ _FRAMING_LINE: Final = re.compile(
     r"|\[Inter-session message\] [^\r\n]*"
     r"|This content was routed by OpenClaw from another session or internal tool\.[^\r\n]*"
     r")[ \t]*\r?$")
-_LINE_TIME: Final = re.compile(
-    r"(?m)^[ \t]*\[[^\]\r\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\r\n]*\] ?")
+_LINE_TIME: Final = re.compile(r"(?m)^[ \t]*" + _STAMP + r" ?")
 _INSTRUCTION_LABEL: Final = re.compile(r"\r?\n[ \t]*\r?\n(?:Action|Instruction):[ \t]*\r?\n")
 _PARAGRAPH_BREAK: Final = re.compile(r"\r?\n[ \t]*\r?\n")
 _PARAGRAPH_START: Final = re.compile(r"(?:[ \t]*\r?\n)+")
-_INTERNAL_BEGIN: Final = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 # A text longer than this is compared by its last _WORDS_KEPT characters (`words_digest`).
 _WORDS_READ: Final = 4096
 _WORDS_KEPT: Final = 1024
@@ -142,7 +142,7 @@ def _route(block: str) -> str | None:
 def has_context(text: str) -> bool:
     """The text may hold OpenClaw's context blocks or ids (a look before a pattern runs)."""
     return "untrusted" in text or "\u27e6openclaw:ctx\u27e7" in text or "[message_id:" in text \
-        or "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>" in text
+        or _INTERNAL_BEGIN in text
 
 
 def words_digest(text: str) -> int:
@@ -159,7 +159,7 @@ def words_digest(text: str) -> int:
 
 def _without_context(text: str) -> str:
     words = _MESSAGE_ID_LINE.sub("", _CONTEXT_BLOCK.sub("", text))
-    if "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>" in words:
+    if _INTERNAL_BEGIN in words:
         words = _INTERNAL_CONTEXT.sub("", words)
     return words
 
