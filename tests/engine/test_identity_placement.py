@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from stream.engine import Action, Verdict
 from tests.support.builders import run
+from tests.support.data import DATA
 from tests.support.workload import corpus_sessions
 
 # what each kind of identity drops a copy as
@@ -160,3 +161,56 @@ def test_the_draw_finds_every_kind_in_the_corpus():
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.NonInteractiveExampleWarning")
+
+
+# --- a completion announced again ------------------------------------------------------------
+
+ANNOUNCES = [case["text"] for case in orjson.loads(
+    (DATA / "openclaw-templates" / "text-identities.json").read_bytes())
+    if case["family"] in ("announce_event", "announce_system_message", "announce_stats")]
+
+
+def _user_row(text: str, row_id: str, above: dict, stamp: int) -> dict:
+    row = {"type": "message", "id": row_id, "parentId": above.get("id"),
+           "message": {"role": "user", "content": [{"type": "text", "text": text}],
+                       "timestamp": stamp}}
+    if isinstance(above.get("timestamp"), str):
+        row["timestamp"] = above["timestamp"]
+    return row
+
+
+@st.composite
+def announced_twice(draw):
+    """(a real session with an announce of any release inserted anywhere, where its second
+    delivery goes below it, the announce's text)."""
+    text = draw(st.sampled_from(ANNOUNCES))
+    items = [orjson.loads(raw) for raw in SESSIONS[draw(st.integers(0, len(SESSIONS) - 1))]]
+    first = draw(st.integers(1, len(items)))
+    items = _insert(items, first, _user_row(text, "4nn0unce", items[first - 1],
+                                            1_774_000_000_000))
+    at = draw(st.integers(first + 1, len(items)))
+    return items, at, text
+
+
+@PROPERTY
+@given(announced_twice())
+def test_a_completion_announced_again_is_dropped_wherever_it_lands(drawn):
+    items, at, text = drawn
+    again = _user_row(text, "4nn0unc2", items[at - 1], 1_774_000_093_000)
+    before = run(items)
+    after = run(_insert(items, at, again))
+    assert after[at].action is Action.DROPPED
+    assert _drop_of(after[at]) == ("same_announce", "4nn0unce")
+    _unchanged_but(at, before, after)
+
+
+@PROPERTY
+@given(announced_twice(), st.booleans())
+def test_a_completion_announced_again_beside_a_person_s_words_is_kept(drawn, words_first):
+    """The near miss: the same announce with a person's paragraph before or after it."""
+    items, at, text = drawn
+    words = "thanks! could you also check the docs?"
+    with_words = f"{words}\n\n{text}" if words_first else f"{text}\n\n{words}"
+    after = run(_insert(items, at, _user_row(with_words, "w0rds", items[at - 1],
+                                             1_774_000_093_000)))
+    assert after[at].action is not Action.DROPPED
